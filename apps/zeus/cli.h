@@ -1,0 +1,41 @@
+// The `zeus` command line: each subcommand parses into an options struct and calls the library.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+
+namespace zeus::cli {
+
+// Exit codes of every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // a device or I/O failure while running
+inline constexpr int kExitUsage = 2;    // bad flags or input, missing devices: nothing was done
+
+struct MonitorCommandOptions {
+  std::string gpus = "all";  // "all", "none" or indices "0,1"
+  std::string cpus;          // "" (none) or "all"
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
+  std::chrono::nanoseconds duration{0};  // 0: until SIGINT/SIGTERM
+  std::string out;                       // FILE, DIR (existing, or ending in '/'), or "" (none)
+  std::string format = "csv";            // csv or jsonl
+  std::string device = "auto";           // auto, nvml, sim:<gpu>[:<workload>[:<bs>]]
+  bool list = false;                     // print the backends and exit
+  bool live = false;                     // redraw a status line (when stdout is a TTY)
+};
+
+struct RestoreLimitsCommandOptions {
+  std::filesystem::path journal;
+};
+
+// Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
+int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
+int run_restore_limits(const RestoreLimitsCommandOptions& options, std::ostream& out,
+                       std::ostream& err);
+
+// Parses argv and runs the subcommand. `stdout_is_tty` enables the live line of `monitor`.
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+            bool stdout_is_tty = false);
+
+}  // namespace zeus::cli

@@ -1,0 +1,390 @@
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <ostream>
+
+#include "cli.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+#include "zeus/common/signal_pipe.h"
+#include "zeus/common/units.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/rapl/rapl_cpu_set.h"
+#include "zeus/monitor/power_monitor.h"
+
+namespace zeus::cli {
+namespace {
+
+using monitor::MonitoredDevice;
+using monitor::PowerMonitor;
+using monitor::PowerSample;
+
+std::vector<int> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  if (text == "all") {
+    return out;
+  }
+  std::string_view rest = text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    int index = -1;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || index < 0) {
+      throw ConfigError(
+          fmt::format("--gpus '{}': '{}' is not a GPU index; write all, none, or indices like 0,1",
+                      text, item));
+    }
+    if (std::find(out.begin(), out.end(), index) != out.end()) {
+      throw ConfigError(fmt::format("--gpus '{}': GPU {} is listed twice", text, index));
+    }
+    out.push_back(index);
+    if (comma == std::string_view::npos) {
+      return out;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+// A log file written one whole line per write(), so an interrupted run leaves whole lines only.
+class LineWriter {
+ public:
+  explicit LineWriter(std::filesystem::path path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw_posix_error("opening output", path_.string(), errno);
+    }
+  }
+  ~LineWriter() { ::close(fd_); }
+  LineWriter(const LineWriter&) = delete;
+  LineWriter& operator=(const LineWriter&) = delete;
+
+  void write_line(const std::string& line) {
+    if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw_posix_error("writing", path_.string(), errno);
+    }
+  }
+  void remove() { ::unlink(path_.c_str()); }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+// Where the samples go: per-device CSVs (through PowerMonitor), or one wide CSV / JSONL file.
+struct OutputPlan {
+  std::vector<std::filesystem::path> csv_paths;
+  std::optional<std::filesystem::path> single_file;
+  bool wide_csv = false;
+};
+
+OutputPlan plan_output(const MonitorCommandOptions& options,
+                       const std::vector<MonitoredDevice>& devices) {
+  OutputPlan plan;
+  if (options.out.empty()) {
+    return plan;
+  }
+  const std::filesystem::path out(options.out);
+  std::error_code ec;
+  const bool as_dir = options.out.back() == '/' || std::filesystem::is_directory(out, ec);
+  if (as_dir) {
+    std::filesystem::create_directories(out, ec);
+    if (ec || ::access(out.c_str(), W_OK) != 0) {
+      throw ConfigError(
+          fmt::format("--out '{}': cannot create or write to this directory{}; "
+                      "choose a writable path",
+                      options.out, ec ? " (" + ec.message() + ")" : ""));
+    }
+    if (options.format == "jsonl") {
+      plan.single_file = out / "power.jsonl";
+    } else {
+      for (const auto& dev : devices) {
+        plan.csv_paths.push_back(out / (dev.label + ".power.csv"));
+      }
+    }
+    return plan;
+  }
+  const std::filesystem::path parent = out.parent_path().empty() ? "." : out.parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    throw ConfigError(fmt::format("--out '{}': directory '{}' does not exist; create it first",
+                                  options.out, parent.string()));
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    throw ConfigError(fmt::format("--out '{}': directory '{}' is not writable ({})", options.out,
+                                  parent.string(), errno_string(errno)));
+  }
+  if (options.format == "csv" && devices.size() == 1) {
+    plan.csv_paths.push_back(out);
+  } else {
+    plan.single_file = out;
+    plan.wide_csv = options.format == "csv";
+  }
+  return plan;
+}
+
+std::string format_row(const PowerSample& sample, const std::vector<MonitoredDevice>& devices,
+                       bool wide_csv) {
+  const std::string time = format_utc_ns(sample.wall_time);
+  std::string line;
+  if (wide_csv) {
+    line = time;
+    for (const auto& p : sample.power_mw) {
+      line += p ? fmt::format(",{}", *p) : std::string(",");
+    }
+  } else {
+    line = fmt::format(R"({{"time":"{}")", time);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      line += sample.power_mw[i]
+                  ? fmt::format(R"(,"{}_mw":{})", devices[i].label, *sample.power_mw[i])
+                  : fmt::format(R"(,"{}_mw":null)", devices[i].label);
+    }
+    line += "}";
+  }
+  return line + "\n";
+}
+
+struct DeviceSummary {
+  std::string label;
+  std::string name;
+  std::optional<double> energy_j;
+  std::optional<double> peak_w;
+  std::string source;
+};
+
+void print_summary(std::ostream& out, const std::string& where, std::chrono::nanoseconds elapsed,
+                   size_t samples, std::chrono::nanoseconds interval,
+                   const std::vector<DeviceSummary>& rows) {
+  const double seconds = to_seconds(elapsed);
+  out << fmt::format("zeus monitor: {:.2f} s on {}, {} samples every {}\n", seconds, where, samples,
+                     format_duration(interval));
+  out << fmt::format("{:<7} {:<34} {:>11} {:>11} {:>9} {:>9}  {}\n", "device", "name", "energy (J)",
+                     "energy (Wh)", "avg (W)", "peak (W)", "energy from");
+  double total_j = 0;
+  const auto num = [](std::optional<double> v, int precision) {
+    return v ? fmt::format("{:.{}f}", *v, precision) : std::string("n/a");
+  };
+  for (const auto& row : rows) {
+    std::optional<double> avg;
+    std::optional<double> wh;
+    if (row.energy_j) {
+      total_j += *row.energy_j;
+      wh = *row.energy_j / 3600.0;
+      if (seconds > 0) {
+        avg = *row.energy_j / seconds;
+      }
+    }
+    out << fmt::format("{:<7} {:<34} {:>11} {:>11} {:>9} {:>9}  {}\n", row.label, row.name,
+                       num(row.energy_j, 1), num(wh, 4), num(avg, 1), num(row.peak_w, 1),
+                       row.source);
+  }
+  if (rows.size() > 1) {
+    out << fmt::format("{:<7} {:<34} {:>11.1f} {:>11.4f}\n", "total", "", total_j,
+                       total_j / 3600.0);
+  }
+}
+
+int list_backends(std::ostream& out) {
+  auto statuses = device::discover_gpu_backends();
+  statuses.push_back(device::discover_cpu_backend());
+  for (const auto& s : statuses) {
+    out << fmt::format("{:<5} {:<12} {}\n", s.backend, s.available ? "available" : "unavailable",
+                       s.reason);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err) {
+  const auto fail = [&err](int code, std::string_view message) {
+    err << "zeus monitor: error: " << message << "\n";
+    return code;
+  };
+  if (options.list) {
+    return list_backends(out);
+  }
+
+  std::unique_ptr<device::GpuSet> gpus;
+  std::unique_ptr<device::CpuSet> cpus;
+  std::unique_ptr<PowerMonitor> power;
+  std::unique_ptr<LineWriter> writer;
+  OutputPlan plan;
+  try {
+    if (options.interval < monitor::kMinPeriod) {
+      throw ConfigError(fmt::format("--interval {} is below the minimum {}",
+                                    format_duration(options.interval),
+                                    format_duration(monitor::kMinPeriod)));
+    }
+    if (options.format != "csv" && options.format != "jsonl") {
+      throw ConfigError(fmt::format("--format '{}': use csv or jsonl", options.format));
+    }
+    monitor::PowerMonitorOptions monitor_options;
+    monitor_options.period = options.interval;
+    if (options.gpus != "none") {
+      monitor_options.gpus = parse_gpu_list(options.gpus);
+      device::OpenGpuSetOptions open_options;
+      open_options.sim_clock = device::sim::SimClock::kReal;
+      open_options.sim_start_busy = true;  // show a GPU running its workload
+      gpus = device::open_gpu_set(options.device, open_options);
+      if (gpus->count() == 0) {
+        throw ConfigError(fmt::format("{} shows no GPU to this process (CUDA_VISIBLE_DEVICES?)",
+                                      gpus->locator()));
+      }
+    }
+    if (options.cpus == "all") {
+      cpus = std::make_unique<device::rapl::RaplCpuSet>();
+      monitor_options.cpus = cpus.get();
+    } else if (!options.cpus.empty()) {
+      throw ConfigError(fmt::format("--cpus '{}': only 'all' is supported", options.cpus));
+    }
+    if (!gpus && !cpus) {
+      throw ConfigError("--gpus none without --cpus all leaves nothing to monitor");
+    }
+    // Validate devices before any file is created: the monitor's constructor checks indices.
+    power = std::make_unique<PowerMonitor>(gpus.get(), monitor_options);
+    plan = plan_output(options, power->devices());
+    if (!plan.csv_paths.empty()) {
+      monitor_options.csv_paths = plan.csv_paths;
+    }
+    if (plan.single_file) {
+      writer = std::make_unique<LineWriter>(*plan.single_file);
+      const auto devices = power->devices();
+      const bool wide = plan.wide_csv;
+      if (wide) {
+        std::string header = "Time";
+        for (const auto& dev : devices) {
+          header += "," + dev.label;
+        }
+        writer->write_line(header + "\n");
+      }
+      monitor_options.on_sample = [w = writer.get(), devices, wide](const PowerSample& s) {
+        w->write_line(format_row(s, devices, wide));
+      };
+    }
+    if (!plan.csv_paths.empty() || plan.single_file) {
+      power.reset();
+      try {
+        power = std::make_unique<PowerMonitor>(gpus.get(), monitor_options);
+      } catch (...) {
+        if (writer) {
+          writer->remove();
+        }
+        throw;
+      }
+    }
+  } catch (const Error& e) {
+    return fail(kExitUsage, e.what());
+  }
+
+  const auto& devices = power->devices();
+  std::vector<std::optional<int64_t>> start_energy(devices.size());
+  // The window spans the counter reads at both ends, so the average never exceeds the truth.
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      start_energy[i] = devices[i].kind == MonitoredDevice::Kind::kGpu
+                            ? gpus->energy_mj(devices[i].index)
+                            : std::optional<int64_t>(cpus->energy_uj(devices[i].index));
+    }
+  } catch (const Error& e) {
+    return fail(kExitFailure, e.what());
+  }
+
+  SignalPipe signals({SIGINT, SIGTERM});
+  power->start();
+  constexpr std::chrono::nanoseconds kErrorCheck = std::chrono::milliseconds(100);
+  const auto refresh =
+      std::max<std::chrono::nanoseconds>(options.interval, std::chrono::milliseconds(250));
+  while (true) {
+    const auto now = std::chrono::steady_clock::now();
+    std::chrono::nanoseconds wait = options.live ? refresh : std::chrono::nanoseconds(-1);
+    if (options.duration.count() > 0) {
+      const auto left = start + options.duration - now;
+      if (left <= std::chrono::nanoseconds(0)) {
+        break;
+      }
+      wait = wait.count() < 0 ? left : std::min(wait, std::chrono::nanoseconds(left));
+    }
+    // Wake at least every 100 ms to notice a sampling error promptly.
+    wait = wait.count() < 0 ? kErrorCheck : std::min(wait, kErrorCheck);
+    if (signals.wait_for(wait) != 0 || power->error()) {
+      break;
+    }
+    if (options.live) {
+      const auto timeline = power->timeline();
+      if (!timeline.empty()) {
+        std::string line = fmt::format("\r[{:7.1f} s]", to_seconds(now - start));
+        for (size_t i = 0; i < devices.size(); ++i) {
+          const auto& p = timeline.back().power_mw[i];
+          line += p ? fmt::format("  {} {:7.1f} W", devices[i].label, static_cast<double>(*p) / 1e3)
+                    : fmt::format("  {}     n/a", devices[i].label);
+        }
+        out << line << std::flush;
+      }
+    }
+  }
+  power->stop();
+  std::vector<std::optional<double>> counter_energy_j(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    try {
+      if (start_energy[i] && devices[i].kind == MonitoredDevice::Kind::kGpu) {
+        counter_energy_j[i] =
+            static_cast<double>(*gpus->energy_mj(devices[i].index) - *start_energy[i]) / 1e3;
+      } else if (start_energy[i]) {
+        counter_energy_j[i] =
+            static_cast<double>(cpus->energy_uj(devices[i].index) - *start_energy[i]) / 1e6;
+      }
+    } catch (const Error&) {
+      // The device failed at the end: fall back to the samples taken while it worked.
+    }
+  }
+  const auto timeline = power->timeline();
+  // After a sampling error the measurement ends with the last sample: nothing is known after it.
+  const auto end =
+      power->error() && !timeline.empty() ? timeline.back().time : std::chrono::steady_clock::now();
+  const auto elapsed = end - start;
+  if (options.live) {
+    out << "\n";
+  }
+
+  std::vector<DeviceSummary> rows;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const MonitoredDevice& dev = devices[i];
+    DeviceSummary row{
+        dev.label,
+        dev.kind == MonitoredDevice::Kind::kGpu ? gpus->name(dev.index) : cpus->name(dev.index),
+        std::nullopt, std::nullopt, ""};
+    for (const auto& s : timeline) {
+      if (s.power_mw[i]) {
+        row.peak_w = std::max(row.peak_w.value_or(0.0), static_cast<double>(*s.power_mw[i]) / 1e3);
+      }
+    }
+    if (counter_energy_j[i]) {
+      row.energy_j = counter_energy_j[i];
+      row.source = dev.kind == MonitoredDevice::Kind::kGpu ? "energy counter" : "RAPL counter";
+    } else if (!timeline.empty()) {
+      row.energy_j = power->energy_j(i, start, start + elapsed);
+      row.source = "power samples (trapezoid)";
+    }
+    rows.push_back(std::move(row));
+  }
+  print_summary(out, gpus ? gpus->locator() : std::string("rapl"), elapsed, timeline.size(),
+                options.interval, rows);
+  if (const auto error = power->error()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return fail(kExitFailure,
+                  fmt::format("sampling stopped early: {}; the log holds the samples taken "
+                              "before",
+                              e.what()));
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace zeus::cli

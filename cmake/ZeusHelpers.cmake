@@ -1,0 +1,37 @@
+# Project-wide compiler settings and the one helper that registers a test executable.
+
+function(zeus_setup_toolchain)
+  if(ZEUS_USE_CCACHE)
+    find_program(ZEUS_CCACHE ccache)
+    if(ZEUS_CCACHE)
+      set(CMAKE_C_COMPILER_LAUNCHER ${ZEUS_CCACHE} PARENT_SCOPE)
+      set(CMAKE_CXX_COMPILER_LAUNCHER ${ZEUS_CCACHE} PARENT_SCOPE)
+    endif()
+  endif()
+  if(ZEUS_SANITIZE)
+    foreach(san IN LISTS ZEUS_SANITIZE)
+      if(NOT san MATCHES "^(address|undefined|thread)$")
+        message(FATAL_ERROR "ZEUS_SANITIZE: unknown sanitizer '${san}' (address, undefined, thread)")
+      endif()
+    endforeach()
+    list(JOIN ZEUS_SANITIZE "," sanitizers)
+    add_compile_options(-fsanitize=${sanitizers} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    add_link_options(-fsanitize=${sanitizers})
+  endif()
+endfunction()
+
+# Warnings are errors for the project's own targets only (not for third-party headers).
+function(zeus_target_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror -Wno-missing-field-initializers)
+endfunction()
+
+# zeus_add_test(NAME name SOURCES a.cpp b.cpp LIBS lib... [ENV VAR=value...])
+function(zeus_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;ENV" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  zeus_target_warnings(${T_NAME})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} zeus_test_support GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT 120)
+endfunction()

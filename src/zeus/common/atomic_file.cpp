@@ -1,0 +1,98 @@
+#include "zeus/common/atomic_file.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+
+namespace zeus {
+namespace {
+
+// Closes the descriptor and unlinks the temporary file unless released.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {
+    fd_ = check_posix(::mkstemp(path_.data()), "creating temporary file", path_);
+  }
+  ~TempFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    if (!committed_) {
+      ::unlink(path_.c_str());
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write_all(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      check_posix(n, "writing", path_);
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  void commit(const std::filesystem::path& target) {
+    check_posix(::fchmod(fd_, 0644), "setting permissions of", path_);
+    check_posix(::fsync(fd_), "fsync of", path_);
+    check_posix(::close(fd_), "closing", path_);
+    fd_ = -1;
+    check_posix(::rename(path_.c_str(), target.c_str()), "renaming temporary file to",
+                target.string());
+    committed_ = true;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) {
+    dir = ".";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw IoError(fmt::format("cannot create directory '{}' for '{}': {}", dir.string(),
+                              path.string(), ec.message()));
+  }
+  TempFile tmp((dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string());
+  tmp.write_all(content);
+  tmp.commit(path);
+  // Persist the rename itself; a failure here leaves the data written, so only report it.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw_posix_error("opening", path.string(), errno != 0 ? errno : ENOENT);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    throw IoError(fmt::format("reading '{}' failed", path.string()));
+  }
+  return ss.str();
+}
+
+}  // namespace zeus

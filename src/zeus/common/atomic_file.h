@@ -1,0 +1,18 @@
+// Writing result files so that a reader sees either the old file or the whole new one.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+namespace zeus {
+
+// Writes `content` to `path` atomically: a temporary file in the same directory, fsync, rename
+// over `path`, fsync the directory. Creates missing parent directories. Throws IoError
+// (PermissionError when denied) naming the path; on failure `path` is untouched and the
+// temporary file is removed.
+void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// Reads a whole file. Throws IoError naming the path when it is missing or unreadable.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace zeus

@@ -1,0 +1,38 @@
+#include "zeus/common/env.h"
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include "zeus/common/logging.h"
+
+namespace zeus {
+
+std::span<const EnvVar> all_env_vars() {
+  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir, kEnvSimGpus,
+                                   kEnvSimState,    kEnvRaplRoot, kEnvLogLevel};
+  return kAll;
+}
+
+std::optional<std::string> get_env(const EnvVar& var) {
+  const char* value = std::getenv(std::string(var.name).c_str());
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  static std::mutex mu;
+  static std::set<std::string, std::less<>> logged;
+  {
+    std::lock_guard lock(mu);
+    if (logged.insert(std::string(var.name)).second) {
+      logger().debug("{}={} ({})", var.name, value, var.doc);
+    }
+  }
+  return std::string(value);
+}
+
+std::string get_env_or_default(const EnvVar& var) {
+  return get_env(var).value_or(std::string(var.default_value));
+}
+
+}  // namespace zeus

@@ -1,0 +1,42 @@
+// Every ZEUS_* environment variable is declared once here, with its default and a doc line, and
+// read through get_env(), which logs (once per variable) when a variable is set.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace zeus {
+
+struct EnvVar {
+  std::string_view name;
+  std::string_view default_value;  // empty: unset means "not given"
+  std::string_view doc;
+};
+
+inline constexpr EnvVar kEnvNvmlLibrary{
+    "ZEUS_NVML_LIBRARY", "",
+    "Path of the NVML library to load instead of libnvidia-ml.so.1 (tests point it at the fake)"};
+inline constexpr EnvVar kEnvTraceDir{
+    "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
+inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",
+                                    "Number of simulated GPUs a sim: device spec creates"};
+inline constexpr EnvVar kEnvSimState{
+    "ZEUS_SIM_STATE", "",
+    "State file shared by the simulated GPUs of one node (created by the first process)"};
+inline constexpr EnvVar kEnvRaplRoot{"ZEUS_RAPL_ROOT", "/sys/class/powercap",
+                                     "Root of the powercap sysfs tree read for CPU energy"};
+inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
+                                     "Log level: trace, debug, info, warn, error, off"};
+
+// All declared variables, for `--help` texts and docs.
+std::span<const EnvVar> all_env_vars();
+
+// The variable's value when set and non-empty, else std::nullopt.
+std::optional<std::string> get_env(const EnvVar& var);
+
+// The variable's value, or its default when unset or empty.
+std::string get_env_or_default(const EnvVar& var);
+
+}  // namespace zeus

@@ -1,0 +1,26 @@
+// Parsing and printing the units users type: durations ("100ms", "10s") and UTC timestamps.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace zeus {
+
+// Parses "<number><unit>" with unit ns, us, ms, s, m or h ("1.5s", "100ms"); "0" alone is zero.
+// Throws ConfigError naming `what` (e.g. "--interval") and the value when it does not parse or
+// is negative.
+std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view what);
+
+// "250ms", "3s", "1.5s", "2m": the shortest exact-ish human form.
+std::string format_duration(std::chrono::nanoseconds d);
+
+// UTC "YYYY-MM-DD HH:MM:SS.nnnnnnnnn", the timestamp format of Zeus's power logs.
+std::string format_utc_ns(std::chrono::system_clock::time_point t);
+
+// Seconds as a double, for printing and for formulas that need it (cost, energy).
+inline double to_seconds(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace zeus

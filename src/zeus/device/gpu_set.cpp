@@ -1,0 +1,29 @@
+#include "zeus/device/gpu_set.h"
+
+#include <fmt/format.h>
+
+#include "zeus/common/errors.h"
+
+namespace zeus::device {
+
+void GpuSet::check_index(int gpu) const {
+  const int n = count();
+  if (gpu < 0 || gpu >= n) {
+    throw ConfigError(
+        n == 0 ? fmt::format("GPU index {} is invalid: {} shows no GPUs to this process", gpu,
+                             locator())
+               : fmt::format("GPU index {} is out of range: {} shows {} GPU(s) to this process "
+                             "(indices 0-{}); check --gpus and CUDA_VISIBLE_DEVICES",
+                             gpu, locator(), n, n - 1));
+  }
+}
+
+void GpuSet::check_limit(int gpu, int64_t limit_mw, PowerLimitRange range) const {
+  if (limit_mw < range.min_mw || limit_mw > range.max_mw) {
+    throw ConfigError(fmt::format(
+        "power limit {} mW is outside {}-{} mW for GPU {} ({}, {}); pass a value in range",
+        limit_mw, range.min_mw, range.max_mw, gpu, name(gpu), uuid(gpu)));
+  }
+}
+
+}  // namespace zeus::device

@@ -1,0 +1,63 @@
+// What zeus-cpp can measure and control on the GPUs a process sees.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace zeus::device {
+
+// A GPU's settable power-limit range, in milliwatts.
+struct PowerLimitRange {
+  int64_t min_mw = 0;
+  int64_t max_mw = 0;
+};
+
+// The GPUs one process may see, indexed 0..count()-1 in the order the user sees them (CUDA's
+// order after CUDA_VISIBLE_DEVICES). Backends: nvml/ (real GPUs), sim/ (trace-backed).
+//
+// Contract: every method may be called from any thread, concurrently (the power monitor samples
+// on its own thread while the trainer sets limits). An index outside 0..count()-1 throws
+// ConfigError. Device failures throw DeviceError subclasses naming the GPU (index, uuid, name)
+// and the failing call: PermissionError when privileges are missing, NotSupported when the GPU
+// lacks the capability, DeviceLost when it stopped answering.
+class GpuSet {
+ public:
+  virtual ~GpuSet() = default;
+  GpuSet(const GpuSet&) = delete;
+  GpuSet& operator=(const GpuSet&) = delete;
+
+  // What reopens this set in another process, e.g. "nvml" or "sim:v100:imagenet:256@/tmp/s"
+  // (written to power-limit journals so `zeus restore-limits` finds the same GPUs).
+  virtual std::string locator() const = 0;
+  virtual int count() const = 0;
+  virtual std::string name(int gpu) const = 0;
+  virtual std::string uuid(int gpu) const = 0;
+  // One line on how this GPU is read, e.g. "power: instant field 186; energy: counter".
+  virtual std::string describe(int gpu) const = 0;
+
+  // Current power draw in mW.
+  virtual int64_t power_mw(int gpu) = 0;
+  // Whether energy_mj() reads a hardware counter on this GPU.
+  virtual bool has_energy_counter(int gpu) const = 0;
+  // Energy in mJ since an arbitrary origin fixed for the set's lifetime (monotonic), or
+  // std::nullopt when the GPU has no counter (integrate power_mw() instead).
+  virtual std::optional<int64_t> energy_mj(int gpu) = 0;
+
+  virtual int64_t power_limit_mw(int gpu) = 0;
+  virtual PowerLimitRange power_limit_constraints_mw(int gpu) = 0;
+  virtual int64_t default_power_limit_mw(int gpu) = 0;
+  // Sets the limit. Outside the constraints: ConfigError naming the range. Without root or
+  // CAP_SYS_ADMIN: PermissionError that says so. Never a silent no-op.
+  virtual void set_power_limit_mw(int gpu, int64_t limit_mw) = 0;
+
+ protected:
+  GpuSet() = default;
+  // Throws ConfigError when `gpu` is not a valid index.
+  void check_index(int gpu) const;
+  // Throws ConfigError when `limit_mw` is outside `range` for `gpu`.
+  void check_limit(int gpu, int64_t limit_mw, PowerLimitRange range) const;
+};
+
+}  // namespace zeus::device

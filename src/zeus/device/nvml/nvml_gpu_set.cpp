@@ -1,0 +1,271 @@
+#include "zeus/device/nvml/nvml_gpu_set.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <set>
+#include <variant>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+
+namespace zeus::device::nvml {
+namespace {
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
+// The NVML index an entry of CUDA_VISIBLE_DEVICES names, or a reason it names none.
+std::variant<int, std::string> resolve_entry(const std::string& entry,
+                                             const std::vector<std::string>& uuids) {
+  if (entry.empty()) {
+    return std::string("empty entry");
+  }
+  if (entry.rfind("MIG-", 0) == 0) {
+    return std::string("MIG instances have no power limit of their own");
+  }
+  if (std::all_of(entry.begin(), entry.end(), [](char c) { return std::isdigit(c) != 0; })) {
+    const long index = std::strtol(entry.c_str(), nullptr, 10);
+    if (index >= static_cast<long>(uuids.size())) {
+      return fmt::format("index {} >= GPU count {}", index, uuids.size());
+    }
+    return static_cast<int>(index);
+  }
+  // A UUID or a unique prefix of one, with or without the "GPU-" prefix.
+  const std::string wanted = entry.rfind("GPU-", 0) == 0 ? entry : "GPU-" + entry;
+  int found = -1;
+  for (size_t i = 0; i < uuids.size(); ++i) {
+    if (uuids[i].rfind(wanted, 0) == 0) {
+      if (found >= 0) {
+        return std::string("ambiguous UUID prefix");
+      }
+      found = static_cast<int>(i);
+    }
+  }
+  if (found < 0) {
+    return std::string("no GPU has this UUID");
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
+                                     const std::vector<std::string>& nvml_uuids,
+                                     std::vector<std::string>* ignored) {
+  std::vector<int> out;
+  if (!visible) {
+    for (size_t i = 0; i < nvml_uuids.size(); ++i) {
+      out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+  if (trim(*visible).empty()) {
+    return out;  // CUDA_VISIBLE_DEVICES="" hides every GPU
+  }
+  std::vector<std::string> entries;
+  std::string_view rest = *visible;
+  while (true) {
+    const size_t comma = rest.find(',');
+    entries.push_back(trim(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+  std::set<int> seen;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto resolved = resolve_entry(entries[i], nvml_uuids);
+    const int* index = std::get_if<int>(&resolved);
+    if (index != nullptr && seen.insert(*index).second) {
+      out.push_back(*index);
+      continue;
+    }
+    if (ignored != nullptr) {
+      ignored->push_back(
+          fmt::format("'{}' ({})", entries[i],
+                      index != nullptr ? "duplicate" : std::get<std::string>(resolved)));
+      for (size_t j = i + 1; j < entries.size(); ++j) {
+        ignored->push_back(fmt::format("'{}' (after an invalid entry)", entries[j]));
+      }
+    }
+    break;
+  }
+  return out;
+}
+
+NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
+    : lib_(std::make_unique<NvmlLibrary>(options.library)) {
+  const NvmlApi& api = lib_->api();
+  unsigned int count = 0;
+  check_nvml(*lib_, api.device_get_count(&count), "nvmlDeviceGetCount_v2", "this machine");
+
+  std::vector<Gpu> all(count);
+  std::vector<std::string> uuids(count);
+  for (unsigned int i = 0; i < count; ++i) {
+    Gpu& g = all[i];
+    g.nvml_index = static_cast<int>(i);
+    const std::string where = fmt::format("NVML device {}", i);
+    check_nvml(*lib_, api.device_get_handle_by_index(i, &g.handle), "nvmlDeviceGetHandleByIndex_v2",
+               where);
+    std::array<char, kNvmlDeviceUuidBufferSize> uuid{};
+    check_nvml(*lib_, api.device_get_uuid(g.handle, uuid.data(), uuid.size()), "nvmlDeviceGetUUID",
+               where);
+    std::array<char, kNvmlDeviceNameBufferSize> name{};
+    check_nvml(*lib_, api.device_get_name(g.handle, name.data(), name.size()), "nvmlDeviceGetName",
+               where);
+    g.uuid = uuid.data();
+    g.name = name.data();
+    uuids[i] = g.uuid;
+  }
+
+  std::vector<int> visible;
+  if (options.respect_visible_devices) {
+    std::optional<std::string> cvd = options.visible_devices;
+    if (!cvd) {
+      if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
+        cvd = env;
+      }
+    }
+    std::vector<std::string> ignored;
+    visible = map_visible_devices(cvd, uuids, &ignored);
+    for (const auto& note : ignored) {
+      logger().warn("CUDA_VISIBLE_DEVICES='{}': ignoring {}, as CUDA does", *cvd, note);
+    }
+  } else {
+    visible = map_visible_devices(std::nullopt, uuids);
+  }
+
+  for (const int index : visible) {
+    Gpu g = all[static_cast<size_t>(index)];
+    // Probe the optional readings once; a GPU that answers NOT_SUPPORTED keeps the fallback.
+    if (api.device_get_field_values != nullptr) {
+      nvmlFieldValue_t field{};
+      field.fieldId = kNvmlFieldPowerInstant;
+      g.instant_power = api.device_get_field_values(g.handle, 1, &field) == NVML_SUCCESS &&
+                        field.nvmlReturn == NVML_SUCCESS;
+    }
+    if (api.device_get_total_energy != nullptr) {
+      unsigned long long energy = 0;
+      g.energy_counter = api.device_get_total_energy(g.handle, &energy) == NVML_SUCCESS;
+    }
+    gpus_.push_back(std::move(g));
+  }
+}
+
+NvmlGpuSet::~NvmlGpuSet() = default;
+
+const NvmlGpuSet::Gpu& NvmlGpuSet::gpu_at(int gpu) const {
+  check_index(gpu);
+  return gpus_[static_cast<size_t>(gpu)];
+}
+
+std::string NvmlGpuSet::where(int gpu) const {
+  const Gpu& g = gpus_[static_cast<size_t>(gpu)];
+  return fmt::format("GPU {} ({}, {}, NVML index {})", gpu, g.uuid, g.name, g.nvml_index);
+}
+
+std::string NvmlGpuSet::name(int gpu) const {
+  return gpu_at(gpu).name;
+}
+std::string NvmlGpuSet::uuid(int gpu) const {
+  return gpu_at(gpu).uuid;
+}
+
+std::string NvmlGpuSet::describe(int gpu) const {
+  const Gpu& g = gpu_at(gpu);
+  return fmt::format("NVML index {}; power: {}; energy: {}", g.nvml_index,
+                     g.instant_power ? "instantaneous (field 186)"
+                                     : "nvmlDeviceGetPowerUsage (a 1 s average on recent GPUs)",
+                     g.energy_counter ? "hardware counter" : "integrated from power samples");
+}
+
+int64_t NvmlGpuSet::power_mw(int gpu) {
+  const Gpu& g = gpu_at(gpu);
+  const NvmlApi& api = lib_->api();
+  if (g.instant_power) {
+    nvmlFieldValue_t field{};
+    field.fieldId = kNvmlFieldPowerInstant;
+    check_nvml(*lib_, api.device_get_field_values(g.handle, 1, &field), "nvmlDeviceGetFieldValues",
+               where(gpu));
+    check_nvml(*lib_, field.nvmlReturn, "nvmlDeviceGetFieldValues(POWER_INSTANT)", where(gpu));
+    switch (field.valueType) {
+      case NVML_VALUE_TYPE_DOUBLE:
+        return static_cast<int64_t>(field.value.dVal);
+      case NVML_VALUE_TYPE_UNSIGNED_INT:
+        return field.value.uiVal;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        return static_cast<int64_t>(field.value.ulVal);
+      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        return static_cast<int64_t>(field.value.ullVal);
+      case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        return field.value.sllVal;
+      case NVML_VALUE_TYPE_SIGNED_INT:
+        return field.value.siVal;
+      default:
+        throw DeviceError(fmt::format("nvmlDeviceGetFieldValues on {}: unknown value type {}",
+                                      where(gpu), field.valueType));
+    }
+  }
+  unsigned int mw = 0;
+  check_nvml(*lib_, api.device_get_power_usage(g.handle, &mw), "nvmlDeviceGetPowerUsage",
+             where(gpu));
+  return mw;
+}
+
+bool NvmlGpuSet::has_energy_counter(int gpu) const {
+  return gpu_at(gpu).energy_counter;
+}
+
+std::optional<int64_t> NvmlGpuSet::energy_mj(int gpu) {
+  const Gpu& g = gpu_at(gpu);
+  if (!g.energy_counter) {
+    return std::nullopt;
+  }
+  unsigned long long mj = 0;
+  check_nvml(*lib_, lib_->api().device_get_total_energy(g.handle, &mj),
+             "nvmlDeviceGetTotalEnergyConsumption", where(gpu));
+  return static_cast<int64_t>(mj);
+}
+
+int64_t NvmlGpuSet::power_limit_mw(int gpu) {
+  unsigned int mw = 0;
+  check_nvml(*lib_, lib_->api().device_get_power_limit(gpu_at(gpu).handle, &mw),
+             "nvmlDeviceGetPowerManagementLimit", where(gpu));
+  return mw;
+}
+
+PowerLimitRange NvmlGpuSet::power_limit_constraints_mw(int gpu) {
+  unsigned int min_mw = 0;
+  unsigned int max_mw = 0;
+  check_nvml(*lib_,
+             lib_->api().device_get_power_limit_constraints(gpu_at(gpu).handle, &min_mw, &max_mw),
+             "nvmlDeviceGetPowerManagementLimitConstraints", where(gpu));
+  return {min_mw, max_mw};
+}
+
+int64_t NvmlGpuSet::default_power_limit_mw(int gpu) {
+  unsigned int mw = 0;
+  check_nvml(*lib_, lib_->api().device_get_default_power_limit(gpu_at(gpu).handle, &mw),
+             "nvmlDeviceGetPowerManagementDefaultLimit", where(gpu));
+  return mw;
+}
+
+void NvmlGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
+  check_limit(gpu, limit_mw, power_limit_constraints_mw(gpu));
+  check_nvml(
+      *lib_,
+      lib_->api().device_set_power_limit(gpu_at(gpu).handle, static_cast<unsigned int>(limit_mw)),
+      "nvmlDeviceSetPowerManagementLimit", where(gpu));
+}
+
+}  // namespace zeus::device::nvml

@@ -1,0 +1,68 @@
+// GpuSet over NVML: the real GPUs of this machine, as the process sees them.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/device/gpu_set.h"
+#include "zeus/device/nvml/nvml_library.h"
+
+namespace zeus::device::nvml {
+
+struct NvmlGpuSetOptions {
+  NvmlLibraryOptions library;
+  // Honour CUDA_VISIBLE_DEVICES (what the user's program sees). Off for `zeus restore-limits`,
+  // which must reach every GPU of the machine by UUID.
+  bool respect_visible_devices = true;
+  // Value of CUDA_VISIBLE_DEVICES; std::nullopt reads the environment.
+  std::optional<std::string> visible_devices;
+};
+
+// Maps CUDA_VISIBLE_DEVICES to NVML indices, following CUDA's rules: entries are indices or
+// (prefixes of) "GPU-..." UUIDs; the list ends at the first entry that matches no GPU, a
+// duplicate, or a MIG UUID (which cannot be power-limited on its own). An unset variable shows
+// every GPU; an empty one shows none. Indices assume CUDA_DEVICE_ORDER=PCI_BUS_ID, the order
+// NVML enumerates in. `ignored` (optional) receives a note for each entry that was dropped.
+std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
+                                     const std::vector<std::string>& nvml_uuids,
+                                     std::vector<std::string>* ignored = nullptr);
+
+class NvmlGpuSet final : public GpuSet {
+ public:
+  explicit NvmlGpuSet(NvmlGpuSetOptions options = {});
+  ~NvmlGpuSet() override;
+
+  std::string locator() const override { return "nvml"; }
+  int count() const override { return static_cast<int>(gpus_.size()); }
+  std::string name(int gpu) const override;
+  std::string uuid(int gpu) const override;
+  std::string describe(int gpu) const override;
+  int64_t power_mw(int gpu) override;
+  bool has_energy_counter(int gpu) const override;
+  std::optional<int64_t> energy_mj(int gpu) override;
+  int64_t power_limit_mw(int gpu) override;
+  PowerLimitRange power_limit_constraints_mw(int gpu) override;
+  int64_t default_power_limit_mw(int gpu) override;
+  void set_power_limit_mw(int gpu, int64_t limit_mw) override;
+
+  const NvmlLibrary& library() const { return *lib_; }
+
+ private:
+  struct Gpu {
+    nvmlDevice_t handle = nullptr;
+    int nvml_index = 0;
+    std::string name;
+    std::string uuid;
+    bool instant_power = false;
+    bool energy_counter = false;
+  };
+  const Gpu& gpu_at(int gpu) const;
+  std::string where(int gpu) const;
+
+  std::unique_ptr<NvmlLibrary> lib_;
+  std::vector<Gpu> gpus_;
+};
+
+}  // namespace zeus::device::nvml

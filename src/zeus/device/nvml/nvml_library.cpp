@@ -1,0 +1,155 @@
+#include "zeus/device/nvml/nvml_library.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <initializer_list>
+
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+
+namespace zeus::device::nvml {
+namespace {
+
+// Versioned names first: the unversioned ones are older ABI variants kept for old drivers.
+struct Symbol {
+  std::initializer_list<const char*> names;
+  void** slot;
+  bool required;
+};
+
+}  // namespace
+
+NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
+  std::vector<std::string> candidates;
+  if (!options.path.empty()) {
+    candidates.push_back(options.path);
+  } else if (auto env = get_env(kEnvNvmlLibrary)) {
+    candidates.push_back(*env);
+  } else {
+    candidates = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
+  }
+  std::vector<std::string> errors;
+  for (const auto& candidate : candidates) {
+    dlerror();
+    handle_ = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ != nullptr) {
+      path_ = candidate;
+      break;
+    }
+    const char* err = dlerror();
+    errors.push_back(err != nullptr ? err : candidate + ": unknown dlopen error");
+  }
+  if (handle_ == nullptr) {
+    throw NotSupported(fmt::format(
+        "cannot load NVML ({}); install the NVIDIA driver, or set {} to the library's path, or "
+        "use --device sim:<gpu> to simulate",
+        fmt::join(errors, "; "), kEnvNvmlLibrary.name));
+  }
+
+  const Symbol symbols[] = {
+      {{"nvmlInit_v2", "nvmlInit"}, reinterpret_cast<void**>(&api_.init), true},
+      {{"nvmlShutdown"}, reinterpret_cast<void**>(&api_.shutdown), true},
+      {{"nvmlErrorString"}, reinterpret_cast<void**>(&api_.error_string), true},
+      {{"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"},
+       reinterpret_cast<void**>(&api_.device_get_count),
+       true},
+      {{"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"},
+       reinterpret_cast<void**>(&api_.device_get_handle_by_index),
+       true},
+      {{"nvmlDeviceGetName"}, reinterpret_cast<void**>(&api_.device_get_name), true},
+      {{"nvmlDeviceGetUUID"}, reinterpret_cast<void**>(&api_.device_get_uuid), true},
+      {{"nvmlDeviceGetPowerUsage"}, reinterpret_cast<void**>(&api_.device_get_power_usage), true},
+      {{"nvmlDeviceGetPowerManagementLimit"},
+       reinterpret_cast<void**>(&api_.device_get_power_limit),
+       true},
+      {{"nvmlDeviceGetPowerManagementLimitConstraints"},
+       reinterpret_cast<void**>(&api_.device_get_power_limit_constraints),
+       true},
+      {{"nvmlDeviceGetPowerManagementDefaultLimit"},
+       reinterpret_cast<void**>(&api_.device_get_default_power_limit),
+       true},
+      {{"nvmlDeviceSetPowerManagementLimit"},
+       reinterpret_cast<void**>(&api_.device_set_power_limit),
+       true},
+      {{"nvmlDeviceGetTotalEnergyConsumption"},
+       reinterpret_cast<void**>(&api_.device_get_total_energy),
+       false},
+      {{"nvmlDeviceGetFieldValues"},
+       reinterpret_cast<void**>(&api_.device_get_field_values),
+       false},
+  };
+  std::vector<std::string> missing_required;
+  for (const auto& symbol : symbols) {
+    for (const char* name : symbol.names) {
+      *symbol.slot = dlsym(handle_, name);
+      if (*symbol.slot != nullptr) {
+        break;
+      }
+    }
+    if (*symbol.slot == nullptr) {
+      (symbol.required ? missing_required : missing_optional_).emplace_back(*symbol.names.begin());
+    }
+  }
+  if (!missing_required.empty()) {
+    dlclose(handle_);
+    throw DeviceError(fmt::format(
+        "NVML library '{}' lacks required function(s) {}; the NVIDIA driver is too old or the "
+        "library is not NVML",
+        path_, fmt::join(missing_required, ", ")));
+  }
+  if (!missing_optional_.empty()) {
+    logger().debug("NVML '{}' lacks optional {}", path_, fmt::join(missing_optional_, ", "));
+  }
+  const nvmlReturn_t rc = api_.init();
+  if (rc != NVML_SUCCESS) {
+    const std::string text = error_string(rc);
+    dlclose(handle_);
+    throw DeviceError(
+        fmt::format("nvmlInit_v2 failed in '{}': {} (NVML error {}); check that the NVIDIA driver "
+                    "is loaded (nvidia-smi)",
+                    path_, text, rc));
+  }
+}
+
+NvmlLibrary::~NvmlLibrary() {
+  api_.shutdown();
+  dlclose(handle_);
+}
+
+std::string NvmlLibrary::error_string(nvmlReturn_t rc) const {
+  if (api_.error_string != nullptr) {
+    if (const char* s = api_.error_string(rc)) {
+      return s;
+    }
+  }
+  return fmt::format("NVML error {}", rc);
+}
+
+void check_nvml(const NvmlLibrary& lib, nvmlReturn_t rc, std::string_view function,
+                std::string_view where) {
+  if (rc == NVML_SUCCESS) {
+    return;
+  }
+  const std::string base =
+      fmt::format("{} failed on {}: {} (NVML error {})", function, where, lib.error_string(rc), rc);
+  switch (rc) {
+    case NVML_ERROR_NO_PERMISSION:
+      throw PermissionError(base +
+                            "; changing GPU power limits needs root or CAP_SYS_ADMIN: run as "
+                            "root, or ask an administrator");
+    case NVML_ERROR_NOT_SUPPORTED:
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      throw NotSupported(base + "; this GPU or driver does not offer it");
+    case NVML_ERROR_GPU_IS_LOST:
+      throw DeviceLost(base + "; the GPU stopped answering: check `nvidia-smi` and the kernel log");
+    case NVML_ERROR_INVALID_ARGUMENT:
+      throw ConfigError(base);
+    default:
+      throw DeviceError(base);
+  }
+}
+
+}  // namespace zeus::device::nvml

@@ -1,0 +1,114 @@
+#include "zeus/device/power_limit_journal.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
+#include "zeus/device/discovery.h"
+
+namespace zeus::device {
+namespace {
+
+constexpr const char* kFormat = "zeus-power-limits-journal";
+constexpr int kVersion = 1;
+
+}  // namespace
+
+void write_journal(const std::filesystem::path& path, const PowerLimitJournal& journal) {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["locator"] = journal.locator;
+  j["host"] = journal.host;
+  j["pid"] = journal.pid;
+  j["gpus"] = nlohmann::json::array();
+  for (const auto& entry : journal.gpus) {
+    j["gpus"].push_back(
+        {{"index", entry.index}, {"uuid", entry.uuid}, {"limit_mw", entry.limit_mw}});
+  }
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+PowerLimitJournal read_journal(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (j.value("format", "") != kFormat) {
+      throw ConfigError(
+          fmt::format("'{}' is not a zeus power-limit journal (no \"format\": \"{}\")",
+                      path.string(), kFormat));
+    }
+    if (j.at("version").get<int>() != kVersion) {
+      throw ConfigError(fmt::format("'{}': journal version {} is not supported (expected {})",
+                                    path.string(), j.at("version").dump(), kVersion));
+    }
+    PowerLimitJournal journal;
+    journal.locator = j.at("locator").get<std::string>();
+    journal.host = j.value("host", "");
+    journal.pid = j.value("pid", int64_t{0});
+    for (const auto& g : j.at("gpus")) {
+      JournalEntry entry{g.at("index").get<int>(), g.at("uuid").get<std::string>(),
+                         g.at("limit_mw").get<int64_t>()};
+      if (entry.limit_mw <= 0 || entry.uuid.empty()) {
+        throw ConfigError(
+            fmt::format("'{}': GPU entry {} has an empty uuid or a non-positive limit",
+                        path.string(), g.dump()));
+      }
+      journal.gpus.push_back(std::move(entry));
+    }
+    return journal;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(
+        fmt::format("power-limit journal '{}' is corrupt ({}); restore the limits by "
+                    "hand with nvidia-smi -pl, then delete the file",
+                    path.string(), e.what()));
+  }
+}
+
+RestoreReport restore_from_journal(const std::filesystem::path& path) {
+  const PowerLimitJournal journal = read_journal(path);
+  RestoreReport report;
+  if (!journal.gpus.empty()) {
+    OpenGpuSetOptions options;
+    options.respect_visible_devices = false;
+    const auto gpus = open_gpu_set(journal.locator, options);
+    std::vector<std::string> failures;
+    for (const auto& entry : journal.gpus) {
+      int found = -1;
+      for (int i = 0; i < gpus->count(); ++i) {
+        if (gpus->uuid(i) == entry.uuid) {
+          found = i;
+          break;
+        }
+      }
+      if (found < 0) {
+        failures.push_back(
+            fmt::format("GPU {} ({}) is not on this machine", entry.index, entry.uuid));
+        continue;
+      }
+      try {
+        const int64_t before = gpus->power_limit_mw(found);
+        gpus->set_power_limit_mw(found, entry.limit_mw);
+        report.lines.push_back(fmt::format("{} ({}): {} mW -> {} mW", entry.uuid, gpus->name(found),
+                                           before, entry.limit_mw));
+        ++report.restored;
+      } catch (const Error& e) {
+        failures.push_back(e.what());
+      }
+    }
+    if (!failures.empty()) {
+      throw DeviceError(
+          fmt::format("restoring limits from '{}' (written by pid {} on {}) failed: "
+                      "{}; the journal is kept so you can retry",
+                      path.string(), journal.pid, journal.host, fmt::join(failures, "; ")));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  return report;
+}
+
+}  // namespace zeus::device

@@ -1,0 +1,428 @@
+#include "zeus/device/sim/sim_gpu_set.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+
+namespace zeus::device::sim {
+namespace detail {
+
+inline constexpr uint64_t kMagic = 0x5a4555535349'4d31;  // "ZEUSSIM1"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr int kMaxGpus = 64;
+
+// The state shared by one node's simulated GPUs: plain data at fixed offsets in a small file
+// that every process maps. Updates hold the file's flock (and the set's mutex, since flock does
+// not exclude threads sharing one descriptor).
+struct SharedGpu {
+  int64_t power_limit_mw;
+  int64_t clock_ns;  // virtual: the GPU's time; real: when energy was last accrued
+  int64_t busy;
+  double energy_mj;
+};
+
+struct SharedState {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t gpu_count;
+  std::array<char, 64> model;  // "<gpu>:<workload>:<batch_size>"
+  std::array<SharedGpu, kMaxGpus> gpus;
+};
+
+}  // namespace detail
+
+namespace {
+
+struct ModelInfo {
+  std::string_view model;
+  std::string_view name;
+  double idle_power_w;  // typical idle draw; the traces only measure GPUs under load
+};
+
+constexpr std::array kModels{
+    ModelInfo{"a40", "NVIDIA A40", 30.0},
+    ModelInfo{"p100", "Tesla P100-PCIE-16GB", 30.0},
+    ModelInfo{"rtx6000", "Quadro RTX 6000", 20.0},
+    ModelInfo{"v100", "Tesla V100-PCIE-32GB", 40.0},
+};
+
+const ModelInfo& model_info(std::string_view model) {
+  for (const auto& m : kModels) {
+    if (m.model == model) {
+      return m;
+    }
+  }
+  throw ConfigError(
+      fmt::format("unknown simulated GPU '{}'; choose a40, p100, rtx6000 or v100", model));
+}
+
+int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+trace::PowerTrace load_trace(const SimGpuSetOptions& options) {
+  return options.trace_path.empty() ? trace::PowerTrace::load_gpu(options.gpu_model)
+                                    : trace::PowerTrace::load(options.trace_path);
+}
+
+int64_t pick_batch_size(const SimGpuSetOptions& options) {
+  return options.batch_size.value_or(trace::find_workload(options.workload).default_batch_size);
+}
+
+}  // namespace
+
+SimGpuSetOptions parse_sim_spec(std::string_view spec) {
+  const auto bad = [&](std::string_view why) {
+    return ConfigError(fmt::format(
+        "device '{}': {}; expected sim:<gpu>[:<workload>[:<batch size>]][@<state file>], e.g. "
+        "sim:v100 or sim:a40:librispeech:192",
+        spec, why));
+  };
+  if (spec.rfind("sim:", 0) != 0) {
+    throw bad("does not start with 'sim:'");
+  }
+  SimGpuSetOptions options;
+  std::string_view body = spec.substr(4);
+  if (const size_t at = body.find('@'); at != std::string_view::npos) {
+    options.state_path = std::string(body.substr(at + 1));
+    if (options.state_path.empty()) {
+      throw bad("empty state file after '@'");
+    }
+    body = body.substr(0, at);
+  } else if (auto env = get_env(kEnvSimState)) {
+    options.state_path = *env;
+  }
+  std::vector<std::string_view> parts;
+  while (true) {
+    const size_t colon = body.find(':');
+    parts.push_back(body.substr(0, colon));
+    if (colon == std::string_view::npos) {
+      break;
+    }
+    body.remove_prefix(colon + 1);
+  }
+  if (parts.size() > 3 || parts[0].empty()) {
+    throw bad("wrong number of fields");
+  }
+  options.gpu_model = std::string(parts[0]);
+  model_info(options.gpu_model);
+  if (parts.size() >= 2) {
+    options.workload = std::string(parts[1]);
+    trace::find_workload(options.workload);
+  }
+  if (parts.size() == 3) {
+    int64_t bs = 0;
+    const auto [ptr, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), bs);
+    if (ec != std::errc() || ptr != parts[2].data() + parts[2].size() || bs <= 0) {
+      throw bad(fmt::format("batch size '{}' is not a positive integer", parts[2]));
+    }
+    options.batch_size = bs;
+  }
+  const std::string gpus = get_env_or_default(kEnvSimGpus);
+  int count = 0;
+  const auto [ptr, ec] = std::from_chars(gpus.data(), gpus.data() + gpus.size(), count);
+  if (ec != std::errc() || ptr != gpus.data() + gpus.size() || count < 1 ||
+      count > detail::kMaxGpus) {
+    throw ConfigError(fmt::format("{}='{}' must be an integer in 1-{}", kEnvSimGpus.name, gpus,
+                                  detail::kMaxGpus));
+  }
+  options.gpu_count = count;
+  return options;
+}
+
+// Holds the set's mutex and, for a shared state file, the file's exclusive flock.
+class SimGpuSet::Lock {
+ public:
+  explicit Lock(SimGpuSet& set) : guard_(set.mu_), fd_(set.fd_) {
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+          throw_posix_error("locking simulated GPU state", set.options_.state_path.string(), errno);
+        }
+      }
+    }
+  }
+  ~Lock() {
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_UN);
+    }
+  }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> guard_;
+  int fd_;
+};
+
+SimGpuSet::SimGpuSet(SimGpuSetOptions options)
+    : options_(std::move(options)),
+      profile_(load_trace(options_).profile(options_.workload, pick_batch_size(options_))),
+      batch_size_(pick_batch_size(options_)) {
+  const ModelInfo& info = model_info(options_.gpu_model);
+  if (options_.gpu_count < 1 || options_.gpu_count > detail::kMaxGpus) {
+    throw ConfigError(fmt::format("simulated GPU count {} must be in 1-{}", options_.gpu_count,
+                                  detail::kMaxGpus));
+  }
+  const trace::Workload& workload = trace::find_workload(options_.workload);
+  iterations_per_epoch_ = (workload.train_samples + batch_size_ - 1) / batch_size_;
+  const trace::PowerTrace trace = load_trace(options_);
+  range_mw_ = {trace.min_power_limit_w() * 1000, trace.max_power_limit_w() * 1000};
+  idle_power_w_ = info.idle_power_w;
+  display_name_ = std::string(info.name);
+  const std::string model_key =
+      fmt::format("{}:{}:{}", options_.gpu_model, options_.workload, batch_size_);
+
+  void* mem = nullptr;
+  bool fresh = true;
+  // Held until the state is initialized, so a second process never sees a half-made file.
+  std::optional<Lock> lock;
+  if (options_.state_path.empty()) {
+    mem = ::mmap(nullptr, sizeof(detail::SharedState), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      throw_posix_error("mapping simulated GPU state", "anonymous memory", errno);
+    }
+  } else {
+    const std::string path = options_.state_path.string();
+    fd_ = check_posix(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644),
+                      "opening simulated GPU state file", path);
+    lock.emplace(*this);
+    struct stat st {};
+    check_posix(::fstat(fd_, &st), "stat of simulated GPU state file", path);
+    fresh = st.st_size == 0;
+    if (fresh) {
+      check_posix(::ftruncate(fd_, sizeof(detail::SharedState)), "sizing simulated GPU state file",
+                  path);
+    } else if (static_cast<size_t>(st.st_size) != sizeof(detail::SharedState)) {
+      lock.reset();
+      ::close(fd_);
+      throw ConfigError(fmt::format(
+          "simulated GPU state file '{}' has {} bytes, expected {}: it is not a zeus-cpp state "
+          "file of this version; remove it or point {} elsewhere",
+          path, st.st_size, sizeof(detail::SharedState), kEnvSimState.name));
+    }
+    mem = ::mmap(nullptr, sizeof(detail::SharedState), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (mem == MAP_FAILED) {
+      const int err = errno;
+      lock.reset();
+      ::close(fd_);
+      throw_posix_error("mapping simulated GPU state file", path, err);
+    }
+    state_ = static_cast<detail::SharedState*>(mem);
+    if (!fresh) {
+      const bool same = state_->magic == detail::kMagic && state_->version == detail::kVersion &&
+                        state_->gpu_count == static_cast<uint32_t>(options_.gpu_count) &&
+                        std::string_view(state_->model.data()) == model_key;
+      if (!same) {
+        const std::string theirs =
+            state_->magic == detail::kMagic
+                ? fmt::format("{} x {}", state_->gpu_count, state_->model.data())
+                : std::string("something else");
+        ::munmap(mem, sizeof(detail::SharedState));
+        lock.reset();
+        ::close(fd_);
+        throw ConfigError(fmt::format(
+            "simulated GPU state file '{}' holds {}, but this process asks for {} x {}; use the "
+            "same sim: spec and {} in every process of a node, or remove the file",
+            path, theirs, options_.gpu_count, model_key, kEnvSimGpus.name));
+      }
+    }
+  }
+  state_ = static_cast<detail::SharedState*>(mem);
+  if (fresh) {
+    std::memset(static_cast<void*>(state_), 0, sizeof(detail::SharedState));
+    state_->magic = detail::kMagic;
+    state_->version = detail::kVersion;
+    state_->gpu_count = static_cast<uint32_t>(options_.gpu_count);
+    ZEUS_ASSERT(model_key.size() < state_->model.size(), "model key '{}' too long", model_key);
+    std::copy(model_key.begin(), model_key.end(), state_->model.begin());
+    const int64_t now = options_.clock == SimClock::kReal ? monotonic_ns() : 0;
+    for (int i = 0; i < options_.gpu_count; ++i) {
+      detail::SharedGpu& g = state_->gpus[static_cast<size_t>(i)];
+      g.power_limit_mw = range_mw_.max_mw;
+      g.clock_ns = now;
+      g.busy = options_.start_busy ? 1 : 0;
+      g.energy_mj = 0;
+    }
+  }
+}
+
+SimGpuSet::~SimGpuSet() {
+  ::munmap(state_, sizeof(detail::SharedState));
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+std::string SimGpuSet::locator() const {
+  std::string out = fmt::format("sim:{}:{}:{}", options_.gpu_model, options_.workload, batch_size_);
+  if (!options_.state_path.empty()) {
+    out += "@" + options_.state_path.string();
+  }
+  return out;
+}
+
+std::string SimGpuSet::name(int gpu) const {
+  check_index(gpu);
+  return display_name_ + " (simulated)";
+}
+
+std::string SimGpuSet::uuid(int gpu) const {
+  check_index(gpu);
+  return fmt::format("SIM-{}-{}", options_.gpu_model, gpu);
+}
+
+std::string SimGpuSet::describe(int gpu) const {
+  check_index(gpu);
+  return fmt::format("trace {} {} at batch size {} ({} iterations/epoch), {} clock",
+                     options_.gpu_model, options_.workload, batch_size_, iterations_per_epoch_,
+                     options_.clock == SimClock::kReal ? "real" : "virtual");
+}
+
+double SimGpuSet::power_w_locked(int gpu) const {
+  const detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
+  if (g.busy == 0) {
+    return idle_power_w_;
+  }
+  return profile_.average_power_w(static_cast<double>(g.power_limit_mw) / 1000.0);
+}
+
+std::chrono::nanoseconds SimGpuSet::iteration_time_locked(int gpu) const {
+  const double limit_w =
+      static_cast<double>(state_->gpus[static_cast<size_t>(gpu)].power_limit_mw) / 1000.0;
+  const double seconds =
+      profile_.time_per_epoch_s(limit_w) / static_cast<double>(iterations_per_epoch_);
+  return std::chrono::nanoseconds{static_cast<int64_t>(seconds * 1e9)};
+}
+
+void SimGpuSet::settle(int gpu, int64_t now_ns) {
+  detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
+  if (options_.clock == SimClock::kReal && now_ns > g.clock_ns) {
+    g.energy_mj += power_w_locked(gpu) * static_cast<double>(now_ns - g.clock_ns) / 1e6;
+    g.clock_ns = now_ns;
+  }
+}
+
+int64_t SimGpuSet::power_mw(int gpu) {
+  check_index(gpu);
+  Lock lock(*this);
+  return static_cast<int64_t>(power_w_locked(gpu) * 1000.0);
+}
+
+std::optional<int64_t> SimGpuSet::energy_mj(int gpu) {
+  check_index(gpu);
+  Lock lock(*this);
+  settle(gpu, monotonic_ns());
+  return static_cast<int64_t>(state_->gpus[static_cast<size_t>(gpu)].energy_mj);
+}
+
+int64_t SimGpuSet::power_limit_mw(int gpu) {
+  check_index(gpu);
+  Lock lock(*this);
+  return state_->gpus[static_cast<size_t>(gpu)].power_limit_mw;
+}
+
+PowerLimitRange SimGpuSet::power_limit_constraints_mw(int gpu) {
+  check_index(gpu);
+  return range_mw_;
+}
+
+int64_t SimGpuSet::default_power_limit_mw(int gpu) {
+  check_index(gpu);
+  return range_mw_.max_mw;
+}
+
+void SimGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
+  check_index(gpu);
+  check_limit(gpu, limit_mw, range_mw_);
+  Lock lock(*this);
+  settle(gpu, monotonic_ns());
+  state_->gpus[static_cast<size_t>(gpu)].power_limit_mw = limit_mw;
+}
+
+std::chrono::nanoseconds SimGpuSet::iteration_time(int gpu) {
+  check_index(gpu);
+  Lock lock(*this);
+  return iteration_time_locked(gpu);
+}
+
+void SimGpuSet::set_busy(int gpu, bool busy) {
+  check_index(gpu);
+  Lock lock(*this);
+  settle(gpu, monotonic_ns());
+  state_->gpus[static_cast<size_t>(gpu)].busy = busy ? 1 : 0;
+}
+
+std::chrono::nanoseconds SimGpuSet::run_iterations(int gpu, int64_t n) {
+  check_index(gpu);
+  ZEUS_ASSERT(n >= 0, "negative iteration count {}", n);
+  std::chrono::nanoseconds total{0};
+  bool was_busy = false;
+  {
+    Lock lock(*this);
+    settle(gpu, monotonic_ns());
+    was_busy = state_->gpus[static_cast<size_t>(gpu)].busy != 0;
+    state_->gpus[static_cast<size_t>(gpu)].busy = 1;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    std::chrono::nanoseconds step{0};
+    {
+      Lock lock(*this);
+      step = iteration_time_locked(gpu);
+      if (options_.clock == SimClock::kVirtual) {
+        detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
+        g.energy_mj += power_w_locked(gpu) * static_cast<double>(step.count()) / 1e6;
+        g.clock_ns += step.count();
+      }
+    }
+    if (options_.clock == SimClock::kReal) {
+      std::this_thread::sleep_for(step);
+    }
+    total += step;
+  }
+  Lock lock(*this);
+  settle(gpu, monotonic_ns());
+  state_->gpus[static_cast<size_t>(gpu)].busy = was_busy ? 1 : 0;
+  return total;
+}
+
+void SimGpuSet::idle(int gpu, std::chrono::nanoseconds d) {
+  check_index(gpu);
+  if (options_.clock == SimClock::kReal) {
+    set_busy(gpu, false);
+    std::this_thread::sleep_for(d);
+    return;
+  }
+  Lock lock(*this);
+  detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
+  g.busy = 0;
+  g.energy_mj += idle_power_w_ * static_cast<double>(d.count()) / 1e6;
+  g.clock_ns += d.count();
+}
+
+std::chrono::nanoseconds SimGpuSet::now(int gpu) {
+  check_index(gpu);
+  if (options_.clock == SimClock::kReal) {
+    return std::chrono::nanoseconds{monotonic_ns()};
+  }
+  Lock lock(*this);
+  return std::chrono::nanoseconds{state_->gpus[static_cast<size_t>(gpu)].clock_ns};
+}
+
+}  // namespace zeus::device::sim

@@ -1,0 +1,104 @@
+// GpuSet of simulated GPUs whose time per iteration and power at each power limit come from
+// the Zeus traces, so the whole measure/profile/limit path runs without a GPU.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "zeus/device/gpu_set.h"
+#include "zeus/trace/power_trace.h"
+
+namespace zeus::device::sim {
+
+enum class SimClock {
+  kVirtual,  // time advances only through run_iterations()/idle(): instant, deterministic
+  kReal,     // time is the machine's monotonic clock; run_iterations() sleeps (demos)
+};
+
+struct SimGpuSetOptions {
+  std::string gpu_model = "v100";  // a40, p100, rtx6000, v100
+  std::string workload = "imagenet";
+  std::optional<int64_t> batch_size;  // default: the workload's default batch size
+  int gpu_count = 1;
+  SimClock clock = SimClock::kVirtual;
+  // Shared state file of one node's simulated GPUs (limits, energy, busy flags), so that a
+  // limit one process sets slows another process's steps. Empty: state private to this set.
+  std::filesystem::path state_path;
+  // Whether GPUs start busy (drawing the workload's power) when this set creates the state;
+  // `zeus monitor --device sim:...` uses it to show a GPU under load.
+  bool start_busy = false;
+  // Trace file; empty: summary_power_<gpu_model>.csv in trace::trace_dir().
+  std::filesystem::path trace_path;
+};
+
+// Parses "sim:<gpu>[:<workload>[:<batch_size>]][@<state file>]". The GPU count comes from
+// $ZEUS_SIM_GPUS (default 1) and the state file, when not given with '@', from $ZEUS_SIM_STATE.
+// Throws ConfigError naming the spec and what is accepted.
+SimGpuSetOptions parse_sim_spec(std::string_view spec);
+
+namespace detail {
+struct SharedState;
+}
+
+// Contract: as GpuSet; in addition run_iterations()/idle() model the GPU's work. In virtual mode
+// each GPU has its own clock, advanced by those calls. Setting a limit outside the traces' range
+// throws ConfigError, like a real device.
+class SimGpuSet final : public GpuSet {
+ public:
+  explicit SimGpuSet(SimGpuSetOptions options);
+  ~SimGpuSet() override;
+
+  std::string locator() const override;
+  int count() const override { return options_.gpu_count; }
+  std::string name(int gpu) const override;
+  std::string uuid(int gpu) const override;
+  std::string describe(int gpu) const override;
+  int64_t power_mw(int gpu) override;
+  bool has_energy_counter(int /*gpu*/) const override { return true; }
+  std::optional<int64_t> energy_mj(int gpu) override;
+  int64_t power_limit_mw(int gpu) override;
+  PowerLimitRange power_limit_constraints_mw(int gpu) override;
+  int64_t default_power_limit_mw(int gpu) override;
+  void set_power_limit_mw(int gpu, int64_t limit_mw) override;
+
+  // Time of one training iteration at the GPU's current limit.
+  std::chrono::nanoseconds iteration_time(int gpu);
+  // Runs n iterations (reading the limit before each one, so a limit set meanwhile by another
+  // process takes effect) and returns the time they took.
+  std::chrono::nanoseconds run_iterations(int gpu, int64_t n);
+  // Stays idle for d (virtual: advances the clock at idle power; real: sleeps).
+  void idle(int gpu, std::chrono::nanoseconds d);
+  // The GPU's clock: virtual time, or the monotonic clock in real mode.
+  std::chrono::nanoseconds now(int gpu);
+  // Marks the GPU as running the workload (its power is the trace's) or idle.
+  void set_busy(int gpu, bool busy);
+
+  const SimGpuSetOptions& options() const { return options_; }
+  int64_t batch_size() const { return batch_size_; }
+  double idle_power_w() const { return idle_power_w_; }
+
+ private:
+  class Lock;
+  // Accrues energy up to `now_ns` at the current power (real clock only).
+  void settle(int gpu, int64_t now_ns);
+  double power_w_locked(int gpu) const;
+  std::chrono::nanoseconds iteration_time_locked(int gpu) const;
+
+  SimGpuSetOptions options_;
+  trace::PowerProfile profile_;
+  int64_t batch_size_ = 0;
+  int64_t iterations_per_epoch_ = 0;
+  PowerLimitRange range_mw_;
+  double idle_power_w_ = 0;
+  std::string display_name_;
+  int fd_ = -1;
+  detail::SharedState* state_ = nullptr;
+  std::mutex mu_;
+};
+
+}  // namespace zeus::device::sim

@@ -1,0 +1,197 @@
+#include "zeus/trace/power_trace.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "zeus/common/csv.h"
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/config.h"
+
+namespace zeus::trace {
+namespace {
+
+// Optimizers and default batch sizes as in the Zeus paper's workloads; training-set sizes of
+// the public datasets (ImageNet-1k train, LibriSpeech 960 h, SQuAD v1.1 train, MovieLens-1M
+// leave-one-out train, Sentiment140 train, CIFAR-100 train).
+constexpr std::array kWorkloads{
+    Workload{"cifar100", "shufflenetv2", "adadelta", 1024, 50'000},
+    Workload{"imagenet", "resnet50", "adadelta", 256, 1'281'167},
+    Workload{"librispeech", "deepspeech2", "adamw", 192, 281'241},
+    Workload{"movielens-1m", "ncf", "adam", 1024, 994'169},
+    Workload{"sentiment140", "bert_base_uncased", "adamw", 128, 1'600'000},
+    Workload{"squad", "bert_base_uncased", "adamw", 32, 87'599},
+};
+
+constexpr std::array<std::string_view, 4> kGpuModels{"a40", "p100", "rtx6000", "v100"};
+
+}  // namespace
+
+std::span<const Workload> all_workloads() {
+  return kWorkloads;
+}
+std::span<const std::string_view> trace_gpu_models() {
+  return kGpuModels;
+}
+
+const Workload& find_workload(std::string_view dataset) {
+  for (const auto& w : kWorkloads) {
+    if (w.dataset == dataset) {
+      return w;
+    }
+  }
+  std::vector<std::string_view> names;
+  for (const auto& w : kWorkloads) {
+    names.push_back(w.dataset);
+  }
+  throw ConfigError(
+      fmt::format("unknown workload '{}'; the traces have: {}", dataset, fmt::join(names, ", ")));
+}
+
+std::filesystem::path trace_dir() {
+  std::vector<std::filesystem::path> candidates;
+  if (auto env = get_env(kEnvTraceDir)) {
+    candidates.emplace_back(*env);
+  } else {
+    candidates.emplace_back(ZEUS_SOURCE_TRACE_DIR);
+    candidates.emplace_back(ZEUS_INSTALL_TRACE_DIR);
+  }
+  for (const auto& dir : candidates) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir / "summary_power_v100.csv", ec)) {
+      return dir;
+    }
+  }
+  std::vector<std::string> shown;
+  for (const auto& dir : candidates) {
+    shown.push_back(dir.string());
+  }
+  throw IoError(fmt::format(
+      "cannot find the Zeus traces (summary_power_<gpu>.csv) in: {}; set {} to their directory",
+      fmt::join(shown, ", "), kEnvTraceDir.name));
+}
+
+PowerProfile::PowerProfile(std::vector<PowerTraceRow> points) : points_(std::move(points)) {
+  ZEUS_ASSERT(!points_.empty(), "a power profile needs at least one point");
+  ZEUS_ASSERT(std::is_sorted(
+                  points_.begin(), points_.end(),
+                  [](const auto& a, const auto& b) { return a.power_limit_w < b.power_limit_w; }),
+              "profile points must be sorted by power limit");
+}
+
+template <typename F>
+double PowerProfile::interpolate(double power_limit_w, F field) const {
+  if (power_limit_w <= static_cast<double>(points_.front().power_limit_w)) {
+    return field(points_.front());
+  }
+  if (power_limit_w >= static_cast<double>(points_.back().power_limit_w)) {
+    return field(points_.back());
+  }
+  const auto hi = std::lower_bound(points_.begin(), points_.end(), power_limit_w,
+                                   [](const PowerTraceRow& row, double pl) {
+                                     return static_cast<double>(row.power_limit_w) < pl;
+                                   });
+  const auto lo = hi - 1;
+  const double x0 = static_cast<double>(lo->power_limit_w);
+  const double x1 = static_cast<double>(hi->power_limit_w);
+  const double t = (power_limit_w - x0) / (x1 - x0);
+  return field(*lo) + t * (field(*hi) - field(*lo));
+}
+
+double PowerProfile::time_per_epoch_s(double power_limit_w) const {
+  return interpolate(power_limit_w, [](const PowerTraceRow& r) { return r.time_per_epoch_s; });
+}
+
+double PowerProfile::average_power_w(double power_limit_w) const {
+  return interpolate(power_limit_w, [](const PowerTraceRow& r) { return r.average_power_w; });
+}
+
+PowerTrace PowerTrace::load(const std::filesystem::path& csv_path) {
+  const CsvTable table = CsvTable::read(csv_path);
+  const size_t c_dataset = table.column("dataset");
+  const size_t c_network = table.column("network");
+  const size_t c_bs = table.column("batch_size");
+  const size_t c_opt = table.column("optimizer");
+  const size_t c_pl = table.column("power_limit");
+  const size_t c_time = table.column("time_per_epoch");
+  const size_t c_power = table.column("average_power");
+  PowerTrace trace;
+  trace.source_ = csv_path.string();
+  for (size_t i = 0; i < table.rows().size(); ++i) {
+    const auto& r = table.rows()[i];
+    PowerTraceRow row{r[c_dataset],
+                      r[c_network],
+                      r[c_opt],
+                      table.as_int(i, c_bs),
+                      table.as_int(i, c_pl),
+                      table.as_double(i, c_time),
+                      table.as_double(i, c_power)};
+    if (row.batch_size <= 0 || row.power_limit_w <= 0 || row.time_per_epoch_s <= 0 ||
+        row.average_power_w <= 0) {
+      throw ConfigError(fmt::format(
+          "{}: row {} has a non-positive batch size, limit, time or power", trace.source_, i + 2));
+    }
+    trace.rows_.push_back(std::move(row));
+  }
+  if (trace.rows_.empty()) {
+    throw ConfigError(fmt::format("{}: no measurements", trace.source_));
+  }
+  return trace;
+}
+
+PowerTrace PowerTrace::load_gpu(std::string_view gpu_model) {
+  if (std::find(kGpuModels.begin(), kGpuModels.end(), gpu_model) == kGpuModels.end()) {
+    throw ConfigError(fmt::format("no traces for GPU model '{}'; available: {}", gpu_model,
+                                  fmt::join(kGpuModels, ", ")));
+  }
+  return load(trace_dir() / fmt::format("summary_power_{}.csv", gpu_model));
+}
+
+int64_t PowerTrace::min_power_limit_w() const {
+  return std::min_element(
+             rows_.begin(), rows_.end(),
+             [](const auto& a, const auto& b) { return a.power_limit_w < b.power_limit_w; })
+      ->power_limit_w;
+}
+
+int64_t PowerTrace::max_power_limit_w() const {
+  return std::max_element(
+             rows_.begin(), rows_.end(),
+             [](const auto& a, const auto& b) { return a.power_limit_w < b.power_limit_w; })
+      ->power_limit_w;
+}
+
+std::vector<int64_t> PowerTrace::batch_sizes(std::string_view dataset) const {
+  std::set<int64_t> sizes;
+  for (const auto& row : rows_) {
+    if (row.dataset == dataset) {
+      sizes.insert(row.batch_size);
+    }
+  }
+  return {sizes.begin(), sizes.end()};
+}
+
+PowerProfile PowerTrace::profile(std::string_view dataset, int64_t batch_size) const {
+  const Workload& workload = find_workload(dataset);
+  std::vector<PowerTraceRow> points;
+  for (const auto& row : rows_) {
+    if (row.dataset == dataset && row.batch_size == batch_size &&
+        row.optimizer == workload.optimizer) {
+      points.push_back(row);
+    }
+  }
+  if (points.empty()) {
+    throw ConfigError(fmt::format("{}: no measurements for {} at batch size {}; measured: {}",
+                                  source_, dataset, batch_size,
+                                  fmt::join(batch_sizes(dataset), ", ")));
+  }
+  std::sort(points.begin(), points.end(),
+            [](const auto& a, const auto& b) { return a.power_limit_w < b.power_limit_w; });
+  return PowerProfile(std::move(points));
+}
+
+}  // namespace zeus::trace

@@ -1,0 +1,225 @@
+// `zeus monitor` and `zeus restore-limits` driven in process (run_cli) and, for signals, as a
+// child process.
+#include "cli.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "support/test_support.h"
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace zeus::cli {
+namespace {
+
+struct CliResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliResult zeus(std::vector<std::string> args) {
+  args.insert(args.begin(), "zeus");
+  std::vector<const char*> argv;
+  for (const auto& a : args) {
+    argv.push_back(a.c_str());
+  }
+  std::ostringstream out;
+  std::ostringstream err;
+  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  test::ScopedEnv sim_gpus_{"ZEUS_SIM_GPUS", "2"};
+  test::ScopedEnv sim_state_{"ZEUS_SIM_STATE", std::nullopt};
+  test::ScopedEnv no_nvml_{"ZEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"};
+  test::TempDir dir_;
+};
+
+TEST_F(CliTest, MonitorSimPrintsSensibleSummary) {
+  const auto r =
+      zeus({"monitor", "--device", "sim:v100", "--duration", "1s", "--interval", "50ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sim:v100:imagenet:256"));
+  // gpu0 <name> <J> <Wh> <avg W> <peak W> energy counter
+  const std::regex row(R"(gpu0 .* (\d+\.\d) +(\d+\.\d{4}) +(\d+\.\d) +(\d+\.\d)  energy counter)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, row)) << r.out;
+  const double joules = std::stod(m[1]);
+  const double avg_w = std::stod(m[3]);
+  const double peak_w = std::stod(m[4]);
+  EXPECT_NEAR(std::stod(m[2]), joules / 3600, 1e-4);
+  EXPECT_GT(avg_w, 100);
+  EXPECT_LE(avg_w, peak_w + 0.1);
+  EXPECT_NEAR(joules, avg_w * 1.0, avg_w * 0.05) << "about one second of the workload";
+  EXPECT_THAT(r.out, HasSubstr("gpu1"));
+  EXPECT_THAT(r.out, HasSubstr("total"));
+}
+
+TEST_F(CliTest, ListShowsEveryBackendWithReasons) {
+  const auto r = zeus({"monitor", "--list"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("nvml  unavailable"));
+  EXPECT_THAT(r.out, HasSubstr("/nonexistent/libnvidia-ml.so.1"));
+  EXPECT_THAT(r.out, HasSubstr("sim   available"));
+  EXPECT_THAT(r.out, HasSubstr("rapl"));
+}
+
+TEST_F(CliTest, BadInputIsOneLineAndExitCode2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"monitor", "--bogus"},
+      {"monitor", "--device", "sim:v100", "--interval", "1ms"},
+      {"monitor", "--device", "sim:v100", "--interval", "fast"},
+      {"monitor", "--device", "sim:v100", "--gpus", "7"},
+      {"monitor", "--device", "sim:v100", "--gpus", "0,x"},
+      {"monitor", "--device", "sim:v100", "--format", "xml"},
+      {"monitor", "--device", "sim:h100"},
+      {"monitor", "--device", "tpu"},
+      {"monitor"},  // auto, and NVML cannot load
+      {"monitor", "--device", "nvml"},
+      {"monitor", "--device", "sim:v100", "--cpus", "all"},  // RAPL root absent below
+      {"bogus-command"},
+      {},
+  };
+  test::ScopedEnv rapl("ZEUS_RAPL_ROOT", "/nonexistent/powercap");
+  for (const auto& args : cases) {
+    const auto r = zeus(args);
+    EXPECT_EQ(r.code, 2) << ::testing::PrintToString(args) << "\n" << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error: ")) << r.err;
+  }
+}
+
+TEST_F(CliTest, NoBackendSaysWhyAndSuggestsSim) {
+  const auto r = zeus({"monitor", "--duration", "1s"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("no GPU backend available"));
+  EXPECT_THAT(r.err, HasSubstr("--device sim:"));
+}
+
+TEST_F(CliTest, UnknownGpuOrUnwritableOutputLeavesNoFile) {
+  const auto out = dir_ / "power.csv";
+  auto r = zeus({"monitor", "--device", "sim:v100", "--gpus", "0,3", "--out", out.string(),
+                 "--duration", "1s"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("GPU index 3"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = zeus({"monitor", "--device", "sim:v100", "--out", (dir_ / "no/such/dir/p.csv").string(),
+            "--duration", "1s"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "no"));
+}
+
+TEST_F(CliTest, OutputFormats) {
+  // One GPU to a file: Zeus's Time,Power CSV.
+  const auto single = dir_ / "gpu.csv";
+  auto r = zeus({"monitor", "--device", "sim:a40", "--gpus", "1", "--out", single.string(),
+                 "--duration", "300ms", "--interval", "50ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto lines = lines_of(single);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "Time,Power");
+  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"(\d{4}-.{14}\.\d{9},\d+)"))) << lines[1];
+
+  // Several GPUs to one file: a wide CSV.
+  const auto wide = dir_ / "wide.csv";
+  r = zeus({"monitor", "--device", "sim:a40", "--out", wide.string(), "--duration", "300ms",
+            "--interval", "50ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  lines = lines_of(wide);
+  EXPECT_EQ(lines[0], "Time,gpu0,gpu1");
+  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"([^,]+,\d+,\d+)"))) << lines[1];
+
+  // A directory: one Time,Power file per device.
+  const auto logdir = dir_ / "logs/";
+  r = zeus({"monitor", "--device", "sim:a40", "--out", logdir.string(), "--duration", "300ms",
+            "--interval", "50ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lines_of(dir_ / "logs/gpu0.power.csv")[0], "Time,Power");
+  EXPECT_EQ(lines_of(dir_ / "logs/gpu1.power.csv")[0], "Time,Power");
+
+  // JSON lines, one object per tick, power in mW.
+  const auto jsonl = dir_ / "p.jsonl";
+  r = zeus({"monitor", "--device", "sim:a40", "--format", "jsonl", "--out", jsonl.string(),
+            "--duration", "300ms", "--interval", "50ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  lines = lines_of(jsonl);
+  ASSERT_GE(lines.size(), 3u);
+  for (const auto& line : lines) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_GT(j.at("gpu0_mw").get<int64_t>(), 0);
+    EXPECT_GT(j.at("gpu1_mw").get<int64_t>(), 0);
+    EXPECT_TRUE(j.at("time").is_string());
+  }
+}
+
+TEST_F(CliTest, CtrlCEndsCleanlyWithCompleteFile) {
+  const auto out = dir_ / "power.csv";
+  test::Child child({ZEUS_CLI_PATH, "monitor", "--device", "sim:v100", "--gpus", "0", "--interval",
+                     "10ms", "--out", out.string()});
+  // Wait until samples are flowing, then interrupt as a user would.
+  for (int i = 0; i < 500 && lines_of(out).size() < 20; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  child.kill(SIGINT);
+  const auto result = child.wait();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("energy counter"));
+  const auto lines = lines_of(out);
+  ASSERT_GE(lines.size(), 20u);
+  const std::regex row(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{9},\d+)");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_TRUE(std::regex_match(lines[i], row)) << "line " << i << ": " << lines[i];
+  }
+  std::ifstream in(out, std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content.back(), '\n') << "last row complete";
+}
+
+TEST_F(CliTest, GpuLostMidRunReportsAndExits1) {
+  test::ScopedEnv reset("ZEUS_NVML_LIBRARY", std::nullopt);
+  test::FakeNvml fake(test::four_a40s());
+  fake.set_fault("lost_after_calls", 16 + 4 + 4 * 5);  // construction, counters, five samples
+  const auto r = zeus({"monitor", "--device", "nvml", "--interval", "10ms", "--duration", "5s"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("GPU is lost"));
+  EXPECT_THAT(r.out, HasSubstr("5 samples"));
+  EXPECT_THAT(r.out, HasSubstr("power samples (trapezoid)"));
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  auto r = zeus({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("monitor"));
+  EXPECT_THAT(r.out, HasSubstr("restore-limits"));
+  r = zeus({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("zeus "));
+  r = zeus({"restore-limits"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--journal"));
+}
+
+}  // namespace
+}  // namespace zeus::cli

@@ -1,0 +1,166 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/csv.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/signal_pipe.h"
+#include "zeus/common/units.h"
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+namespace zeus {
+namespace {
+
+TEST(ParseDuration, AcceptsEveryUnit) {
+  EXPECT_EQ(parse_duration("100ms", "--interval"), 100ms);
+  EXPECT_EQ(parse_duration("1.5s", "--interval"), 1500ms);
+  EXPECT_EQ(parse_duration("2m", "--interval"), 120s);
+  EXPECT_EQ(parse_duration("1h", "--interval"), 3600s);
+  EXPECT_EQ(parse_duration("250us", "--interval"), 250us);
+  EXPECT_EQ(parse_duration("7ns", "--interval"), 7ns);
+  EXPECT_EQ(parse_duration("0", "--duration"), 0ns);
+}
+
+TEST(ParseDuration, RejectsWithFlagAndValueInMessage) {
+  for (const char* bad : {"", "10", "ms", "1x", "-5s", "1.2.3s", "nan s", "1e30h"}) {
+    try {
+      parse_duration(bad, "--interval");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("--interval"));
+      EXPECT_THAT(e.what(), HasSubstr(std::string("'") + bad + "'"));
+    }
+  }
+}
+
+TEST(FormatDuration, RoundTripsCommonValues) {
+  EXPECT_EQ(format_duration(100ms), "100ms");
+  EXPECT_EQ(format_duration(3s), "3s");
+  EXPECT_EQ(format_duration(1500ms), "1.5s");
+  EXPECT_EQ(format_duration(5ms), "5ms");
+  EXPECT_EQ(format_duration(0ns), "0s");
+  EXPECT_EQ(format_duration(250us), "250us");
+}
+
+TEST(FormatUtcNs, MatchesZeusPowerLogFormat) {
+  const std::chrono::system_clock::time_point t{std::chrono::seconds(1'700'000'000) + 123456789ns};
+  EXPECT_EQ(format_utc_ns(t), "2023-11-14 22:13:20.123456789");
+  EXPECT_EQ(format_utc_ns(std::chrono::system_clock::time_point{}),
+            "1970-01-01 00:00:00.000000000");
+}
+
+TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
+  test::TempDir dir;
+  const auto path = dir / "sub/result.json";
+  write_file_atomic(path, "first");
+  EXPECT_EQ(read_file(path), "first");
+  write_file_atomic(path, "second");
+  EXPECT_EQ(read_file(path), "second");
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path.parent_path())) {
+    ++files;
+  }
+  EXPECT_EQ(files, 1) << "temporary file left behind";
+}
+
+TEST(AtomicFile, FailureKeepsOldContentAndNamesPath) {
+  test::TempDir dir;
+  const auto path = dir / "result.json";
+  write_file_atomic(path, "old");
+  // A directory where the file should go cannot be replaced by rename().
+  const auto blocked = dir / "blocked";
+  std::filesystem::create_directories(blocked / "inner");
+  EXPECT_THROW(
+      {
+        try {
+          write_file_atomic(blocked, "new");
+        } catch (const IoError& e) {
+          EXPECT_THAT(e.what(), HasSubstr(blocked.string()));
+          throw;
+        }
+      },
+      IoError);
+  EXPECT_EQ(read_file(path), "old");
+  EXPECT_TRUE(std::filesystem::is_directory(blocked / "inner"));
+}
+
+TEST(ReadFile, MissingFileIsIoErrorNamingPath) {
+  try {
+    read_file("/nonexistent/zeus/file");
+    FAIL() << "no exception";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/zeus/file"));
+    EXPECT_THAT(e.what(), HasSubstr("No such file"));
+  }
+}
+
+TEST(Csv, ParsesAndTypesFields) {
+  const auto table = CsvTable::parse("a,b\n1,2.5\r\n\n3,4\n", "mem.csv");
+  ASSERT_EQ(table.rows().size(), 2u);
+  EXPECT_EQ(table.column("b"), 1u);
+  EXPECT_EQ(table.as_int(1, 0), 3);
+  EXPECT_DOUBLE_EQ(table.as_double(0, 1), 2.5);
+}
+
+TEST(Csv, ErrorsNameSourceLineAndColumn) {
+  try {
+    CsvTable::parse("a,b\n1,2\n3\n", "x.csv");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("x.csv:3"));
+  }
+  const auto table = CsvTable::parse("a,b\n1,zz\n", "y.csv");
+  try {
+    table.as_double(0, 1);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("y.csv:2"));
+    EXPECT_THAT(e.what(), HasSubstr("'b'"));
+    EXPECT_THAT(e.what(), HasSubstr("zz"));
+  }
+  EXPECT_THROW(table.column("c"), ConfigError);
+  EXPECT_THROW(CsvTable::parse("", "empty.csv"), ConfigError);
+}
+
+TEST(SignalPipe, DeliversSignalNumberAndRestoresPreviousAction) {
+  struct sigaction before {};
+  sigaction(SIGUSR1, nullptr, &before);
+  {
+    SignalPipe pipe({SIGUSR1});
+    EXPECT_EQ(pipe.wait_for(10ms), 0);
+    ::raise(SIGUSR1);
+    EXPECT_EQ(pipe.wait_for(1s), SIGUSR1);
+    {
+      // A nested instance takes the signal over, then hands it back.
+      SignalPipe inner({SIGUSR1});
+      ::raise(SIGUSR1);
+      EXPECT_EQ(inner.wait_for(1s), SIGUSR1);
+      EXPECT_EQ(pipe.wait_for(10ms), 0);
+    }
+    ::raise(SIGUSR1);
+    EXPECT_EQ(pipe.wait_for(1s), SIGUSR1);
+  }
+  struct sigaction after {};
+  sigaction(SIGUSR1, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+}
+
+TEST(Assert, ThrowsInternalErrorSayingItIsABug) {
+  try {
+    ZEUS_ASSERT_EQ(1 + 1, 3);
+    FAIL();
+  } catch (const InternalError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2 != 3"));
+    EXPECT_THAT(e.what(), HasSubstr("bug"));
+  }
+}
+
+}  // namespace
+}  // namespace zeus

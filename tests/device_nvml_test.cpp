@@ -1,0 +1,227 @@
+// The real NVML backend (dlopen, symbol table, return-code checking) against the fake library.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "support/test_support.h"
+#include "zeus/common/errors.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/nvml/nvml_gpu_set.h"
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace zeus::device::nvml {
+namespace {
+
+NvmlGpuSetOptions visible(std::optional<std::string> cvd) {
+  NvmlGpuSetOptions options;
+  options.visible_devices = std::move(cvd);
+  return options;
+}
+
+const std::vector<std::string> kUuids = {"GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-abcd-3333",
+                                         "GPU-cccc-4444"};
+
+TEST(MapVisibleDevices, FollowsCudaRules) {
+  EXPECT_THAT(map_visible_devices(std::nullopt, kUuids), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(map_visible_devices("", kUuids), ElementsAre());
+  EXPECT_THAT(map_visible_devices("2,0", kUuids), ElementsAre(2, 0));
+  EXPECT_THAT(map_visible_devices(" 3 , 1 ", kUuids), ElementsAre(3, 1));
+  EXPECT_THAT(map_visible_devices("GPU-bbbb-2222,GPU-cccc", kUuids), ElementsAre(1, 3));
+  EXPECT_THAT(map_visible_devices("cccc-4444", kUuids), ElementsAre(3));
+  // CUDA stops at the first invalid entry.
+  std::vector<std::string> ignored;
+  EXPECT_THAT(map_visible_devices("1,7,2", kUuids, &ignored), ElementsAre(1));
+  EXPECT_THAT(ignored, ElementsAre(HasSubstr("'7'"), HasSubstr("'2'")));
+  EXPECT_THAT(map_visible_devices("0,0,1", kUuids), ElementsAre(0));
+  EXPECT_THAT(map_visible_devices("GPU-a,1", kUuids), ElementsAre()) << "ambiguous prefix";
+  EXPECT_THAT(map_visible_devices("MIG-GPU-aaaa/1/0", kUuids), ElementsAre());
+  EXPECT_THAT(map_visible_devices("-1", kUuids), ElementsAre());
+}
+
+TEST(NvmlGpuSet, EnumeratesNamesUuidsAndReadings) {
+  test::FakeNvml fake(test::four_a40s());
+  NvmlGpuSet gpus(visible(std::nullopt));
+  ASSERT_EQ(gpus.count(), 4);
+  EXPECT_EQ(gpus.locator(), "nvml");
+  EXPECT_EQ(gpus.name(2), "NVIDIA A40");
+  EXPECT_EQ(gpus.uuid(2), "GPU-00000000-0000-0000-0000-000000000002");
+  // The instant field (fake: averaged + 1 W) is preferred when present.
+  EXPECT_EQ(gpus.power_mw(1), 111'000);
+  EXPECT_THAT(gpus.describe(1), HasSubstr("instantaneous"));
+  EXPECT_TRUE(gpus.has_energy_counter(0));
+  const auto e0 = gpus.energy_mj(0);
+  ASSERT_TRUE(e0.has_value());
+  EXPECT_GE(*e0, 1'000'000);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_GT(*gpus.energy_mj(0), *e0) << "energy counter must grow at 100 W";
+  EXPECT_EQ(gpus.power_limit_mw(0), 300'000);
+  EXPECT_EQ(gpus.default_power_limit_mw(0), 300'000);
+  const auto range = gpus.power_limit_constraints_mw(0);
+  EXPECT_EQ(range.min_mw, 100'000);
+  EXPECT_EQ(range.max_mw, 300'000);
+}
+
+TEST(NvmlGpuSet, CudaVisibleDevicesReordersByUuid) {
+  test::FakeNvml fake(test::four_a40s());
+  test::ScopedEnv cvd("CUDA_VISIBLE_DEVICES", "GPU-00000000-0000-0000-0000-000000000003,1");
+  NvmlGpuSet gpus;
+  ASSERT_EQ(gpus.count(), 2);
+  EXPECT_EQ(gpus.uuid(0), "GPU-00000000-0000-0000-0000-000000000003");
+  EXPECT_EQ(gpus.uuid(1), "GPU-00000000-0000-0000-0000-000000000001");
+  EXPECT_EQ(gpus.power_mw(0), 131'000);
+  // Setting visible GPU 0 changes NVML device 3.
+  gpus.set_power_limit_mw(0, 200'000);
+  EXPECT_EQ(fake.limit_mw(3), 200'000);
+  EXPECT_EQ(fake.limit_mw(0), 300'000);
+  // Out of range index names the count and the variable.
+  try {
+    gpus.power_mw(2);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2 GPU(s)"));
+    EXPECT_THAT(e.what(), HasSubstr("CUDA_VISIBLE_DEVICES"));
+  }
+  NvmlGpuSetOptions all;
+  all.respect_visible_devices = false;
+  EXPECT_EQ(NvmlGpuSet(all).count(), 4);
+}
+
+TEST(NvmlGpuSet, SetsLimitsAndRecordsThem) {
+  test::FakeNvml fake(test::four_a40s());
+  NvmlGpuSet gpus(visible(std::nullopt));
+  gpus.set_power_limit_mw(1, 150'000);
+  gpus.set_power_limit_mw(1, 300'000);
+  EXPECT_EQ(gpus.power_limit_mw(1), 300'000);
+  EXPECT_THAT(fake.limit_history(),
+              ElementsAre(std::pair{1, int64_t{150'000}}, std::pair{1, int64_t{300'000}}));
+}
+
+TEST(NvmlGpuSet, OutOfRangeLimitIsConfigErrorWithRange) {
+  test::FakeNvml fake(test::four_a40s());
+  NvmlGpuSet gpus(visible(std::nullopt));
+  try {
+    gpus.set_power_limit_mw(0, 450'000);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("450000 mW"));
+    EXPECT_THAT(e.what(), HasSubstr("100000-300000 mW"));
+    EXPECT_THAT(e.what(), HasSubstr("NVIDIA A40"));
+  }
+  EXPECT_TRUE(fake.limit_history().empty());
+}
+
+TEST(NvmlGpuSet, PermissionDeniedSaysWhatToDo) {
+  test::FakeNvml fake(test::four_a40s());
+  fake.set_fault("set_no_permission", true);
+  NvmlGpuSet gpus(visible(std::nullopt));
+  try {
+    gpus.set_power_limit_mw(2, 200'000);
+    FAIL();
+  } catch (const PermissionError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("nvmlDeviceSetPowerManagementLimit"));
+    EXPECT_THAT(e.what(), HasSubstr("GPU 2"));
+    EXPECT_THAT(e.what(), HasSubstr("GPU-00000000-0000-0000-0000-000000000002"));
+    EXPECT_THAT(e.what(), HasSubstr("Insufficient Permissions"));
+    EXPECT_THAT(e.what(), HasSubstr("root or CAP_SYS_ADMIN"));
+  }
+  EXPECT_EQ(fake.limit_mw(2), 300'000);
+}
+
+TEST(NvmlGpuSet, GpuLostMidRunIsDeviceLost) {
+  test::FakeNvml fake(test::four_a40s());
+  // Construction makes 16 device calls (name, uuid and two probes per GPU); a few reads later
+  // the GPU falls off the bus.
+  fake.set_fault("lost_after_calls", 20);
+  NvmlGpuSet gpus(visible(std::nullopt));
+  bool lost = false;
+  for (int i = 0; i < 50 && !lost; ++i) {
+    try {
+      gpus.power_mw(0);
+    } catch (const DeviceLost& e) {
+      lost = true;
+      EXPECT_THAT(e.what(), HasSubstr("GPU is lost"));
+      EXPECT_THAT(e.what(), HasSubstr("nvidia-smi"));
+    }
+  }
+  EXPECT_TRUE(lost);
+}
+
+TEST(NvmlGpuSet, MissingOptionalSymbolsFallBack) {
+  auto gpus_spec = test::four_a40s();
+  test::FakeNvml fake(gpus_spec, /*minimal_library=*/true);
+  NvmlGpuSet gpus(visible(std::nullopt));
+  EXPECT_THAT(gpus.library().missing_optional(),
+              ElementsAre("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues"));
+  EXPECT_EQ(gpus.count(), 4) << "unversioned nvmlInit/GetCount/GetHandleByIndex must be used";
+  EXPECT_FALSE(gpus.has_energy_counter(0));
+  EXPECT_EQ(gpus.energy_mj(0), std::nullopt);
+  EXPECT_EQ(gpus.power_mw(0), 100'000) << "falls back to nvmlDeviceGetPowerUsage";
+  EXPECT_THAT(gpus.describe(0), HasSubstr("nvmlDeviceGetPowerUsage"));
+}
+
+TEST(NvmlGpuSet, UnsupportedCounterOnOldGpuIsAbsent) {
+  auto spec = test::four_a40s();
+  spec[1].energy_counter = false;
+  spec[1].instant_power = false;
+  test::FakeNvml fake(spec);
+  NvmlGpuSet gpus(visible(std::nullopt));
+  EXPECT_TRUE(gpus.has_energy_counter(0));
+  EXPECT_FALSE(gpus.has_energy_counter(1));
+  EXPECT_EQ(gpus.energy_mj(1), std::nullopt);
+  EXPECT_EQ(gpus.power_mw(1), 110'000);
+}
+
+TEST(NvmlGpuSet, MissingLibraryIsNotSupportedWithDlerror) {
+  test::ScopedEnv lib("ZEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+  try {
+    NvmlGpuSet gpus;
+    FAIL();
+  } catch (const NotSupported& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/libnvidia-ml.so.1"));
+    EXPECT_THAT(e.what(), HasSubstr("cannot open shared object file"));
+    EXPECT_THAT(e.what(), HasSubstr("sim:"));
+  }
+  const auto backends = discover_gpu_backends();
+  ASSERT_EQ(backends.size(), 2u);
+  EXPECT_EQ(backends[0].backend, "nvml");
+  EXPECT_FALSE(backends[0].available);
+  EXPECT_THAT(backends[0].reason, HasSubstr("cannot open shared object file"));
+  EXPECT_TRUE(backends[1].available) << backends[1].reason;
+  EXPECT_THROW(open_gpu_set("auto", {}), ConfigError);
+}
+
+TEST(NvmlGpuSet, InitFailureAndNonNvmlLibraryAreExplained) {
+  test::FakeNvml fake(test::four_a40s());
+  fake.set_fault("init_error", 9);
+  try {
+    NvmlGpuSet gpus;
+    FAIL();
+  } catch (const DeviceError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("nvmlInit_v2"));
+    EXPECT_THAT(e.what(), HasSubstr("Driver Not Loaded"));
+  }
+  // A library that is not NVML at all: libz has none of the symbols.
+  test::ScopedEnv lib("ZEUS_NVML_LIBRARY", "libz.so.1");
+  try {
+    NvmlGpuSet gpus;
+    FAIL();
+  } catch (const DeviceError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("lacks required function"));
+  }
+}
+
+TEST(Discovery, FakeNvmlIsListedWithItsGpus) {
+  test::FakeNvml fake(test::four_a40s());
+  const auto backends = discover_gpu_backends();
+  EXPECT_TRUE(backends[0].available);
+  EXPECT_THAT(backends[0].reason, HasSubstr("4 GPU(s)"));
+  EXPECT_THAT(backends[0].reason, HasSubstr("GPU-00000000-0000-0000-0000-000000000003"));
+  EXPECT_THROW(open_gpu_set("cuda", {}), ConfigError);
+}
+
+}  // namespace
+}  // namespace zeus::device::nvml

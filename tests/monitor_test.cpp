@@ -1,0 +1,191 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "support/test_support.h"
+#include "zeus/common/errors.h"
+#include "zeus/device/nvml/nvml_gpu_set.h"
+#include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/monitor/energy_monitor.h"
+#include "zeus/monitor/power_monitor.h"
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+namespace zeus::monitor {
+namespace {
+
+std::unique_ptr<device::sim::SimGpuSet> busy_sim(int gpus = 2) {
+  device::sim::SimGpuSetOptions options;
+  options.gpu_count = gpus;
+  options.clock = device::sim::SimClock::kReal;
+  options.start_busy = true;
+  return std::make_unique<device::sim::SimGpuSet>(options);
+}
+
+TEST(IntegratePower, TrapezoidWithInterpolatedEnds) {
+  const SteadyTime t0{};
+  const std::vector<std::pair<SteadyTime, int64_t>> readings = {
+      {t0, 100'000}, {t0 + 1s, 200'000}, {t0 + 2s, 200'000}};
+  // 0-1 s ramps 100->200 W (150 J), 1-2 s holds 200 W (200 J).
+  EXPECT_NEAR(*integrate_power_j(readings, t0, t0 + 2s), 350.0, 1e-9);
+  // 0.5-1.5 s: ramp 150->200 over 0.5 s (87.5 J) + 100 J.
+  EXPECT_NEAR(*integrate_power_j(readings, t0 + 500ms, t0 + 1500ms), 187.5, 1e-9);
+  // Past the last reading the edge value is held.
+  EXPECT_NEAR(*integrate_power_j(readings, t0 + 1s, t0 + 3s), 400.0, 1e-9);
+  EXPECT_EQ(integrate_power_j(readings, t0 + 5s, t0 + 6s), std::nullopt);
+  EXPECT_EQ(integrate_power_j({{t0, 1}}, t0, t0 + 1s), std::nullopt);
+}
+
+TEST(PowerMonitor, SamplesOnAFixedScheduleAndWritesCsv) {
+  auto gpus = busy_sim();
+  test::TempDir dir;
+  PowerMonitorOptions options;
+  options.period = 20ms;
+  options.csv_paths = {dir / "gpu0.csv", dir / "gpu1.csv"};
+  PowerMonitor monitor(gpus.get(), options);
+  ASSERT_EQ(monitor.devices().size(), 2u);
+  EXPECT_EQ(monitor.devices()[1].label, "gpu1");
+  monitor.start();
+  std::this_thread::sleep_for(500ms);
+  monitor.stop();
+  const auto timeline = monitor.timeline();
+  // 500 ms at 20 ms: 26 ticks on schedule; allow a loaded CI machine to lose a few.
+  EXPECT_GE(timeline.size(), 18u);
+  EXPECT_LE(timeline.size(), 27u);
+  for (size_t i = 1; i < timeline.size(); ++i) {
+    EXPECT_GT(timeline[i].time, timeline[i - 1].time);
+  }
+  const int64_t expected_mw = gpus->power_mw(0);
+  EXPECT_EQ(*timeline.back().power_mw[0], expected_mw);
+
+  std::ifstream csv(dir / "gpu0.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "Time,Power");
+  const std::regex row(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{9},(\d+))");
+  size_t rows = 0;
+  while (std::getline(csv, line)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, row)) << line;
+    EXPECT_EQ(std::stoll(m[1]), expected_mw);
+    ++rows;
+  }
+  EXPECT_EQ(rows, timeline.size());
+  // Energy over the run: constant power, so P * t.
+  const auto energy = monitor.energy_j(0, timeline.front().time, timeline.back().time);
+  ASSERT_TRUE(energy.has_value());
+  const double seconds =
+      std::chrono::duration<double>(timeline.back().time - timeline.front().time).count();
+  EXPECT_NEAR(*energy, static_cast<double>(expected_mw) / 1000.0 * seconds, 1e-6);
+}
+
+TEST(PowerMonitor, RingDropsOldestBeyondCapacity) {
+  auto gpus = busy_sim(1);
+  PowerMonitorOptions options;
+  options.period = 5ms;
+  options.capacity = 4;
+  PowerMonitor monitor(gpus.get(), options);
+  monitor.start();
+  std::this_thread::sleep_for(100ms);
+  monitor.stop();
+  EXPECT_EQ(monitor.sample_count(), 4u);
+  EXPECT_GT(monitor.dropped_count(), 0u);
+}
+
+TEST(PowerMonitor, RejectsBadOptionsWithoutCreatingFiles) {
+  auto gpus = busy_sim(2);
+  test::TempDir dir;
+  PowerMonitorOptions options;
+  options.period = 1ms;
+  EXPECT_THROW(PowerMonitor(gpus.get(), options), ConfigError);
+  options.period = 10ms;
+  options.gpus = {0, 5};
+  options.csv_paths = {dir / "a.csv", dir / "b.csv"};
+  EXPECT_THROW(PowerMonitor(gpus.get(), options), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.csv"));
+  options.gpus = {0, 1};
+  options.csv_paths = {dir / "a.csv", dir / "missing/b.csv"};
+  EXPECT_THROW(PowerMonitor(gpus.get(), options), IoError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.csv")) << "no half-made output";
+  EXPECT_THROW(PowerMonitor(nullptr, {}), ConfigError);
+}
+
+TEST(PowerMonitor, GpuLostStopsSamplingAndKeepsTimeline) {
+  test::FakeNvml fake(test::four_a40s());
+  fake.set_fault("lost_after_calls", 16 + 4 * 10);  // construction, then ten samples of four
+  device::nvml::NvmlGpuSet gpus;
+  PowerMonitorOptions options;
+  options.period = 5ms;
+  PowerMonitor monitor(&gpus, options);
+  monitor.start();
+  for (int i = 0; i < 200 && !monitor.error(); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  monitor.stop();
+  ASSERT_TRUE(monitor.error());
+  EXPECT_EQ(monitor.sample_count(), 10u);
+  try {
+    std::rethrow_exception(monitor.error());
+  } catch (const DeviceLost& e) {
+    EXPECT_THAT(e.what(), HasSubstr("GPU is lost"));
+  }
+}
+
+TEST(EnergyMonitor, NestedWindowsFromCounters) {
+  device::sim::SimGpuSetOptions options;
+  options.gpu_count = 2;
+  device::sim::SimGpuSet gpus(options);  // virtual clock: energy only moves with work
+  EnergyMonitor monitor(gpus);
+  monitor.begin_window("epoch");
+  gpus.run_iterations(0, 10);
+  monitor.begin_window("step");
+  const auto step = gpus.run_iterations(1, 3);
+  const Measurement inner = monitor.end_window("step");
+  gpus.run_iterations(0, 5);
+  const Measurement outer = monitor.end_window("epoch");
+  const auto profile = trace::PowerTrace::load_gpu("v100").profile("imagenet", 256);
+  const double busy_w = profile.average_power_w(250);
+  const double step_s = std::chrono::duration<double>(step).count();
+  ASSERT_EQ(inner.gpu_energy_j.size(), 2u);
+  EXPECT_NEAR(inner.gpu_energy_j[0], 0.0, 1e-3);
+  EXPECT_NEAR(inner.gpu_energy_j[1], busy_w * step_s, 2e-3);
+  EXPECT_NEAR(outer.gpu_energy_j[0], busy_w * 15 * step_s / 3, 2e-3);
+  EXPECT_NEAR(outer.total_energy_j(), outer.gpu_energy_j[0] + outer.gpu_energy_j[1], 1e-9);
+  EXPECT_FALSE(monitor.is_open("epoch"));
+  // Wall-clock windows this short draw the short-window warning.
+  EXPECT_THAT(inner.warnings, ::testing::Contains(HasSubstr("shorter than the energy counter")));
+}
+
+TEST(EnergyMonitor, WindowNamesAreChecked) {
+  device::sim::SimGpuSet gpus({});
+  EnergyMonitor monitor(gpus);
+  monitor.begin_window("a");
+  EXPECT_THROW(monitor.begin_window("a"), ConfigError);
+  EXPECT_THROW(monitor.end_window("b"), ConfigError);
+  monitor.end_window("a");
+  EXPECT_THROW(monitor.end_window("a"), ConfigError);
+}
+
+TEST(EnergyMonitor, FallsBackToPowerTimelineWithoutCounter) {
+  auto spec = test::four_a40s();
+  test::FakeNvml fake(spec, /*minimal_library=*/true);
+  device::nvml::NvmlGpuSet gpus;
+  EnergyMonitorOptions options;
+  options.gpus = {1};
+  options.fallback_period = 10ms;
+  EnergyMonitor monitor(gpus, options);
+  monitor.begin_window("w");
+  std::this_thread::sleep_for(300ms);
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.gpu_energy_j.size(), 1u);
+  // 110 W (GetPowerUsage of GPU 1) over the window.
+  EXPECT_NEAR(m.gpu_energy_j[0], 110.0 * m.elapsed.count(), 110.0 * 0.05);
+  EXPECT_TRUE(m.warnings.empty());
+}
+
+}  // namespace
+}  // namespace zeus::monitor

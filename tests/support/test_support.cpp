@@ -1,0 +1,243 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace zeus::test {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/zeus-test-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp failed for " + pattern);
+  }
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ec);
+  std::filesystem::remove_all(path_, ec);
+}
+
+ScopedEnv::ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+  if (const char* old = std::getenv(name_.c_str())) {
+    old_ = old;
+  }
+  if (value) {
+    ::setenv(name_.c_str(), value->c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_) {
+    ::setenv(name_.c_str(), old_->c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
+}
+
+std::vector<FakeGpu> four_a40s() {
+  std::vector<FakeGpu> gpus(4);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    gpus[i].uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i);
+    gpus[i].power_mw = 100'000 + 10'000 * static_cast<int64_t>(i);
+  }
+  return gpus;
+}
+
+FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library)
+    : state_path_(dir_ / "nvml-state.json") {
+  nlohmann::json state;
+  state["gpus"] = nlohmann::json::array();
+  for (const auto& g : gpus) {
+    state["gpus"].push_back({{"name", g.name},
+                             {"uuid", g.uuid},
+                             {"power_mw", g.power_mw},
+                             {"energy_mj", g.energy_mj},
+                             {"limit_mw", g.limit_mw},
+                             {"min_limit_mw", g.min_limit_mw},
+                             {"max_limit_mw", g.max_limit_mw},
+                             {"default_limit_mw", g.default_limit_mw},
+                             {"instant_power", g.instant_power},
+                             {"energy_counter", g.energy_counter}});
+  }
+  state["faults"] = nlohmann::json::object();
+  state["limit_history"] = nlohmann::json::array();
+  write(state);
+  library_env_.emplace("ZEUS_NVML_LIBRARY",
+                       minimal_library ? ZEUS_FAKE_NVML_MINIMAL : ZEUS_FAKE_NVML_FULL);
+  state_env_.emplace("FAKE_NVML_STATE", state_path_.string());
+}
+
+void FakeNvml::write(const nlohmann::json& state) const {
+  std::ofstream out(state_path_);
+  out << state.dump(2);
+}
+
+nlohmann::json FakeNvml::state() const {
+  std::ifstream in(state_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+void FakeNvml::set_fault(const std::string& name, const nlohmann::json& value) {
+  nlohmann::json s = state();
+  s["faults"][name] = value;
+  write(s);
+}
+
+int64_t FakeNvml::limit_mw(int nvml_index) const {
+  return state()["gpus"][static_cast<size_t>(nvml_index)]["limit_mw"].get<int64_t>();
+}
+
+std::vector<std::pair<int, int64_t>> FakeNvml::limit_history() const {
+  std::vector<std::pair<int, int64_t>> out;
+  const nlohmann::json s = state();  // not state()[...] in the range: it would dangle
+  for (const auto& entry : s["limit_history"]) {
+    out.emplace_back(entry["gpu"].get<int>(), entry["limit_mw"].get<int64_t>());
+  }
+  return out;
+}
+
+namespace {
+
+pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) {
+    args.push_back(const_cast<char*>(a.c_str()));
+  }
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    throw std::runtime_error("posix_spawn " + argv[0] + " failed: " + std::to_string(rc));
+  }
+  return pid;
+}
+
+void fill_status(int status, ProcessResult& result) {
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  TempDir dir;
+  const auto out_path = dir / "stdout";
+  const auto err_path = dir / "stderr";
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const pid_t pid = spawn(argv, out_fd, err_fd);
+  ::close(out_fd);
+  ::close(err_fd);
+  ProcessResult result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << argv[0] << " timed out after " << timeout.count() << " s";
+      break;
+    }
+    ::usleep(10'000);
+  }
+  fill_status(status, result);
+  const auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  return result;
+}
+
+Child::Child(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe2 failed");
+  }
+  pid_ = spawn(argv, fds[1], 2);
+  ::close(fds[1]);
+  out_fd_ = fds[0];
+}
+
+Child::~Child() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  ::close(out_fd_);
+}
+
+bool Child::wait_for_output(const std::string& text, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (out_.find(text) == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return false;
+    }
+    pollfd pfd{out_fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
+      continue;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+    if (n <= 0) {
+      return false;
+    }
+    out_.append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void Child::kill(int signo) {
+  ::kill(pid_, signo);
+}
+
+ProcessResult Child::wait() {
+  ProcessResult result;
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  reaped_ = true;
+  fill_status(status, result);
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(out_fd_, buf, sizeof(buf))) > 0) {
+    out_.append(buf, static_cast<size_t>(n));
+  }
+  result.out = out_;
+  return result;
+}
+
+}  // namespace zeus::test

@@ -1,0 +1,111 @@
+// Helpers shared by the test suites: temporary directories, the fake NVML library's state file,
+// environment overrides, and child processes.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeus::test {
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Sets (or unsets, with std::nullopt) an environment variable for the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+struct FakeGpu {
+  std::string name = "NVIDIA A40";
+  std::string uuid;
+  int64_t power_mw = 150'000;
+  int64_t energy_mj = 1'000'000;
+  int64_t limit_mw = 300'000;
+  int64_t min_limit_mw = 100'000;
+  int64_t max_limit_mw = 300'000;
+  int64_t default_limit_mw = 300'000;
+  bool instant_power = true;
+  bool energy_counter = true;
+};
+
+// A fake NVML machine: writes the state file and points ZEUS_NVML_LIBRARY and FAKE_NVML_STATE
+// at the fake library and the file for the scope (child processes inherit both).
+class FakeNvml {
+ public:
+  explicit FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library = false);
+  const std::filesystem::path& state_path() const { return state_path_; }
+  // Fault switches; take effect at the next nvmlInit.
+  void set_fault(const std::string& name, const nlohmann::json& value);
+  nlohmann::json state() const;
+  int64_t limit_mw(int nvml_index) const;
+  // (gpu, limit_mw) of every successful set, in order.
+  std::vector<std::pair<int, int64_t>> limit_history() const;
+
+ private:
+  void write(const nlohmann::json& state) const;
+  TempDir dir_;
+  std::filesystem::path state_path_;
+  std::optional<ScopedEnv> library_env_;
+  std::optional<ScopedEnv> state_env_;
+};
+
+// Four A40s with distinct UUIDs GPU-00000000-...-00000000000<i>.
+std::vector<FakeGpu> four_a40s();
+
+struct ProcessResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv to completion (stdin /dev/null), capturing stdout and stderr.
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// A child process with stdout on a pipe; killed (SIGKILL) on destruction if still running.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  // Reads stdout until `text` appears; false on EOF or timeout.
+  bool wait_for_output(const std::string& text, std::chrono::seconds timeout);
+  void kill(int signo);
+  // Waits for exit and returns the result (stdout read so far, stderr not captured).
+  ProcessResult wait();
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+  int out_fd_ = -1;
+  std::string out_;
+  bool reaped_ = false;
+};
+
+}  // namespace zeus::test
