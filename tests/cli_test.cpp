@@ -208,6 +208,33 @@ TEST_F(CliTest, GpuLostMidRunReportsAndExits1) {
   EXPECT_THAT(r.out, HasSubstr("power samples (trapezoid)"));
 }
 
+TEST_F(CliTest, LiveLineOnlyOnATty) {
+  const char* argv[] = {"zeus", "monitor", "--device", "sim:v100", "--duration", "700ms"};
+  std::ostringstream out;
+  std::ostringstream err;
+  ASSERT_EQ(run_cli(6, argv, out, err, /*stdout_is_tty=*/true), 0) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("\r["));
+  EXPECT_THAT(out.str(), ::testing::ContainsRegex("gpu0 +[0-9]+\\.[0-9] W"));
+  const auto plain = zeus({"monitor", "--device", "sim:v100", "--duration", "700ms"});
+  EXPECT_THAT(plain.out, Not(HasSubstr("\r")));
+}
+
+TEST_F(CliTest, CpuOnlyMonitoringThroughRapl) {
+  test::FakeRapl rapl;
+  test::ScopedEnv root("ZEUS_RAPL_ROOT", rapl.root().string());
+  const auto out = dir_ / "cpu.jsonl";
+  const auto r = zeus({"monitor", "--gpus", "none", "--cpus", "all", "--duration", "300ms",
+                       "--interval", "50ms", "--format", "jsonl", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("cpu0 +package-0 +0\\.0 .* RAPL counter"));
+  EXPECT_THAT(r.out, HasSubstr("package-1"));
+  const auto lines = lines_of(out);
+  ASSERT_GE(lines.size(), 3u);
+  // No power on the first tick (it needs two counter readings), then 0 W: the counters are still.
+  EXPECT_TRUE(nlohmann::json::parse(lines[0]).at("cpu0_mw").is_null());
+  EXPECT_EQ(nlohmann::json::parse(lines[2]).at("cpu1_mw").get<int64_t>(), 0);
+}
+
 TEST_F(CliTest, HelpAndVersion) {
   auto r = zeus({"--help"});
   EXPECT_EQ(r.code, 0);

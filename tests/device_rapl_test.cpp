@@ -14,30 +14,7 @@ using ::testing::HasSubstr;
 namespace zeus::device::rapl {
 namespace {
 
-// A fake powercap tree: intel-rapl:<pkg> with an optional dram sub-zone.
-class FakeRapl {
- public:
-  FakeRapl() {
-    add_zone("intel-rapl:0", "package-0", 1000, 10'000);
-    add_zone("intel-rapl:0/intel-rapl:0:0", "core", 5, 10'000);
-    add_zone("intel-rapl:0/intel-rapl:0:1", "dram", 200, 5'000);
-    add_zone("intel-rapl:1", "package-1", 0, 10'000);
-  }
-  void add_zone(const std::string& rel, const std::string& name, int64_t energy, int64_t range) {
-    const auto zone = dir_ / rel;
-    std::filesystem::create_directories(zone);
-    std::ofstream(zone / "name") << name << "\n";
-    std::ofstream(zone / "max_energy_range_uj") << range << "\n";
-    set(rel, energy);
-  }
-  void set(const std::string& rel, int64_t energy) {
-    std::ofstream(dir_ / rel / "energy_uj") << energy << "\n";
-  }
-  const std::filesystem::path& root() const { return dir_.path(); }
-
- private:
-  test::TempDir dir_;
-};
+using test::FakeRapl;
 
 TEST(RaplCpuSet, ReadsPackagesAndDram) {
   FakeRapl fake;

@@ -102,9 +102,19 @@ nvmlReturn_t get_field(nvmlDevice_t device, const char* key, T* out) {
   });
 }
 
+nvmlReturn_t get_string_field(nvmlDevice_t device, const char* key, char* buf, unsigned int len) {
+  std::string value;
+  if (const nvmlReturn_t rc = get_field(device, key, &value); rc != NVML_SUCCESS) {
+    return rc;
+  }
+  return copy_string(value, buf, len);
+}
+
 }  // namespace
 
 extern "C" {
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
 
 #ifdef FAKE_NVML_MINIMAL
 #define FAKE_VERSIONED(name) name
@@ -112,13 +122,13 @@ extern "C" {
 #define FAKE_VERSIONED(name) name##_v2
 #endif
 
-__attribute__((visibility("default"))) nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
+FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
   return guarded([] {
     FakeState& f = fake();
     std::lock_guard lock(f.mu);
     const char* path = std::getenv("FAKE_NVML_STATE");
     if (path == nullptr) {
-      return (NVML_ERROR_DRIVER_NOT_LOADED);
+      return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     f.path = path;
     f.state = read_state(f.path);
@@ -128,17 +138,17 @@ __attribute__((visibility("default"))) nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
     f.init_time = std::chrono::steady_clock::now();
     f.device_calls = 0;
     f.initialized = true;
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
+FAKE_EXPORT nvmlReturn_t nvmlShutdown() {
   std::lock_guard lock(fake().mu);
   fake().initialized = false;
   return NVML_SUCCESS;
 }
 
-__attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t rc) {
+FAKE_EXPORT const char* nvmlErrorString(nvmlReturn_t rc) {
   switch (rc) {
     case NVML_SUCCESS:
       return "Success";
@@ -159,78 +169,63 @@ __attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t 
   }
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetCount)(
-    unsigned int* count) {
+FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetCount)(unsigned int* count) {
   return guarded([&] {
     std::lock_guard lock(fake().mu);
     if (!fake().initialized) {
-      return (NVML_ERROR_UNINITIALIZED);
+      return NVML_ERROR_UNINITIALIZED;
     }
     *count = static_cast<unsigned int>(fake().state["gpus"].size());
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetHandleByIndex)(
-    unsigned int index, nvmlDevice_t* device) {
+FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetHandleByIndex)(unsigned int index,
+                                                                    nvmlDevice_t* device) {
   return guarded([&] {
     std::lock_guard lock(fake().mu);
     if (!fake().initialized) {
-      return (NVML_ERROR_UNINITIALIZED);
+      return NVML_ERROR_UNINITIALIZED;
     }
     if (index >= fake().state["gpus"].size() || device == nullptr) {
-      return (NVML_ERROR_INVALID_ARGUMENT);
+      return NVML_ERROR_INVALID_ARGUMENT;
     }
     *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(index) + 1);
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device,
-                                                                      char* name,
-                                                                      unsigned int len) {
-  std::string value;
-  if (const nvmlReturn_t rc = get_field(device, "name", &value); rc != NVML_SUCCESS) {
-    return rc;
-  }
-  return copy_string(value, name, len);
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len) {
+  return get_string_field(device, "name", name, len);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device,
-                                                                      char* uuid,
-                                                                      unsigned int len) {
-  std::string value;
-  if (const nvmlReturn_t rc = get_field(device, "uuid", &value); rc != NVML_SUCCESS) {
-    return rc;
-  }
-  return copy_string(value, uuid, len);
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int len) {
+  return get_string_field(device, "uuid", uuid, len);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device,
-                                                                            unsigned int* mw) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* mw) {
   return get_field(device, "power_mw", mw);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPowerManagementLimit(
-    nvmlDevice_t device, unsigned int* mw) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* mw) {
   return get_field(device, "limit_mw", mw);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(
-    nvmlDevice_t device, unsigned int* mw) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+                                                                  unsigned int* mw) {
   return get_field(device, "default_limit_mw", mw);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(
-    nvmlDevice_t device, unsigned int* min_mw, unsigned int* max_mw) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                                      unsigned int* min_mw,
+                                                                      unsigned int* max_mw) {
   if (const nvmlReturn_t rc = get_field(device, "min_limit_mw", min_mw); rc != NVML_SUCCESS) {
     return rc;
   }
   return get_field(device, "max_limit_mw", max_mw);
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetPowerManagementLimit(
-    nvmlDevice_t device, unsigned int mw) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int mw) {
   return guarded([&] {
     FakeState& f = fake();
     std::lock_guard lock(f.mu);
@@ -239,18 +234,18 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetPowerManagement
       return rc;
     }
     if (f.state["faults"].value("set_no_permission", false)) {
-      return (NVML_ERROR_NO_PERMISSION);
+      return NVML_ERROR_NO_PERMISSION;
     }
     const auto& gpu = f.state["gpus"][i];
     if (mw < gpu.at("min_limit_mw").get<unsigned>() ||
         mw > gpu.at("max_limit_mw").get<unsigned>()) {
-      return (NVML_ERROR_INVALID_ARGUMENT);
+      return NVML_ERROR_INVALID_ARGUMENT;
     }
     // Read-modify-write the file under a lock, so several processes' sets all land.
     const std::string lock_path = f.path + ".lock";
     const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
-      return (NVML_ERROR_UNKNOWN);
+      return NVML_ERROR_UNKNOWN;
     }
     nlohmann::json on_disk = read_state(f.path);
     on_disk["gpus"][i]["limit_mw"] = mw;
@@ -263,16 +258,16 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetPowerManagement
     const bool ok = std::rename(tmp.c_str(), f.path.c_str()) == 0;
     ::close(lock_fd);  // releases the lock
     if (!ok) {
-      return (NVML_ERROR_UNKNOWN);
+      return NVML_ERROR_UNKNOWN;
     }
     f.state["gpus"][i]["limit_mw"] = mw;
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 
 #ifndef FAKE_NVML_MINIMAL
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(
-    nvmlDevice_t device, unsigned long long* energy_mj) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                             unsigned long long* energy_mj) {
   return guarded([&] {
     FakeState& f = fake();
     std::lock_guard lock(f.mu);
@@ -282,18 +277,18 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTotalEnergyCons
     }
     const auto& gpu = f.state["gpus"][i];
     if (!gpu.value("energy_counter", true)) {
-      return (NVML_ERROR_NOT_SUPPORTED);
+      return NVML_ERROR_NOT_SUPPORTED;
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - f.init_time).count();
     *energy_mj = gpu.value("energy_mj", 0ULL) +
                  static_cast<unsigned long long>(gpu.at("power_mw").get<double>() * seconds);
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetFieldValues(
-    nvmlDevice_t device, int count, nvmlFieldValue_t* values) {
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                                  nvmlFieldValue_t* values) {
   return guarded([&] {
     FakeState& f = fake();
     std::lock_guard lock(f.mu);
@@ -313,7 +308,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetFieldValues(
       // The instant field reads 1 W above the averaged one, so tests can tell which was used.
       v.value.uiVal = gpu.at("power_mw").get<unsigned>() + 1000;
     }
-    return (NVML_SUCCESS);
+    return NVML_SUCCESS;
   });
 }
 #endif

@@ -116,6 +116,26 @@ std::vector<std::pair<int, int64_t>> FakeNvml::limit_history() const {
   return out;
 }
 
+FakeRapl::FakeRapl() {
+  add_zone("intel-rapl:0", "package-0", 1000, 10'000);
+  add_zone("intel-rapl:0/intel-rapl:0:0", "core", 5, 10'000);
+  add_zone("intel-rapl:0/intel-rapl:0:1", "dram", 200, 5'000);
+  add_zone("intel-rapl:1", "package-1", 0, 10'000);
+}
+
+void FakeRapl::add_zone(const std::string& rel, const std::string& name, int64_t energy_uj,
+                        int64_t range_uj) {
+  const auto zone = dir_ / rel;
+  std::filesystem::create_directories(zone);
+  std::ofstream(zone / "name") << name << "\n";
+  std::ofstream(zone / "max_energy_range_uj") << range_uj << "\n";
+  set(rel, energy_uj);
+}
+
+void FakeRapl::set(const std::string& rel, int64_t energy_uj) {
+  std::ofstream(dir_ / rel / "energy_uj") << energy_uj << "\n";
+}
+
 namespace {
 
 pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {

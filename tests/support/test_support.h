@@ -76,6 +76,20 @@ class FakeNvml {
 // Four A40s with distinct UUIDs GPU-00000000-...-00000000000<i>.
 std::vector<FakeGpu> four_a40s();
 
+// A fake powercap tree: intel-rapl:0 (package-0, with core and dram sub-zones, range 10'000 uJ)
+// and intel-rapl:1 (package-1, no dram). Counters start at 1000 (pkg 0), 200 (dram), 0 (pkg 1).
+class FakeRapl {
+ public:
+  FakeRapl();
+  void add_zone(const std::string& rel, const std::string& name, int64_t energy_uj,
+                int64_t range_uj);
+  void set(const std::string& rel, int64_t energy_uj);
+  const std::filesystem::path& root() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
 struct ProcessResult {
   int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;

@@ -26,4 +26,8 @@ void GpuSet::check_limit(int gpu, int64_t limit_mw, PowerLimitRange range) const
   }
 }
 
+void GpuSet::validate_power_limit_mw(int gpu, int64_t limit_mw) {
+  check_limit(gpu, limit_mw, power_limit_constraints_mw(gpu));
+}
+
 }  // namespace zeus::device

@@ -52,6 +52,10 @@ class GpuSet {
   // CAP_SYS_ADMIN: PermissionError that says so. Never a silent no-op.
   virtual void set_power_limit_mw(int gpu, int64_t limit_mw) = 0;
 
+  // Throws ConfigError naming the GPU and its range when `limit_mw` is outside the constraints,
+  // so a caller can reject a value before it records or journals anything.
+  void validate_power_limit_mw(int gpu, int64_t limit_mw);
+
  protected:
   GpuSet() = default;
   // Throws ConfigError when `gpu` is not a valid index.

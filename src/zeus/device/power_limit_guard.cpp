@@ -128,13 +128,9 @@ void PowerLimitGuard::set_power_limit_mw(int gpu, int64_t limit_mw) {
         limit_mw));
   }
   if (!originals_.contains(gpu)) {
-    const int64_t original = gpus_.power_limit_mw(gpu);
     // Validate before journaling, so a bad value leaves no journal behind.
-    const PowerLimitRange range = gpus_.power_limit_constraints_mw(gpu);
-    if (limit_mw < range.min_mw || limit_mw > range.max_mw) {
-      gpus_.set_power_limit_mw(gpu, limit_mw);  // throws the device's ConfigError
-    }
-    originals_[gpu] = original;
+    gpus_.validate_power_limit_mw(gpu, limit_mw);
+    originals_[gpu] = gpus_.power_limit_mw(gpu);
     if (!options_.journal_path.empty()) {
       PowerLimitJournal journal{gpus_.locator(), host_name(), ::getpid(), {}};
       for (const auto& [index, mw] : originals_) {

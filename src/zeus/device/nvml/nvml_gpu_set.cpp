@@ -261,7 +261,7 @@ int64_t NvmlGpuSet::default_power_limit_mw(int gpu) {
 }
 
 void NvmlGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
-  check_limit(gpu, limit_mw, power_limit_constraints_mw(gpu));
+  validate_power_limit_mw(gpu, limit_mw);
   check_nvml(
       *lib_,
       lib_->api().device_set_power_limit(gpu_at(gpu).handle, static_cast<unsigned int>(limit_mw)),

@@ -34,7 +34,7 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
   std::vector<std::string> errors;
   for (const auto& candidate : candidates) {
     dlerror();
-    handle_ = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    handle_.reset(dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL));
     if (handle_ != nullptr) {
       path_ = candidate;
       break;
@@ -84,7 +84,7 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
   std::vector<std::string> missing_required;
   for (const auto& symbol : symbols) {
     for (const char* name : symbol.names) {
-      *symbol.slot = dlsym(handle_, name);
+      *symbol.slot = dlsym(handle_.get(), name);
       if (*symbol.slot != nullptr) {
         break;
       }
@@ -94,7 +94,6 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
     }
   }
   if (!missing_required.empty()) {
-    dlclose(handle_);
     throw DeviceError(fmt::format(
         "NVML library '{}' lacks required function(s) {}; the NVIDIA driver is too old or the "
         "library is not NVML",
@@ -105,18 +104,19 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
   }
   const nvmlReturn_t rc = api_.init();
   if (rc != NVML_SUCCESS) {
-    const std::string text = error_string(rc);
-    dlclose(handle_);
     throw DeviceError(
         fmt::format("nvmlInit_v2 failed in '{}': {} (NVML error {}); check that the NVIDIA driver "
                     "is loaded (nvidia-smi)",
-                    path_, text, rc));
+                    path_, error_string(rc), rc));
   }
 }
 
 NvmlLibrary::~NvmlLibrary() {
   api_.shutdown();
-  dlclose(handle_);
+}
+
+void NvmlLibrary::DlClose::operator()(void* handle) const {
+  dlclose(handle);
 }
 
 std::string NvmlLibrary::error_string(nvmlReturn_t rc) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,7 +57,10 @@ class NvmlLibrary {
   std::string error_string(nvmlReturn_t rc) const;
 
  private:
-  void* handle_ = nullptr;
+  struct DlClose {
+    void operator()(void* handle) const;
+  };
+  std::unique_ptr<void, DlClose> handle_;
   std::string path_;
   NvmlApi api_;
   std::vector<std::string> missing_optional_;
