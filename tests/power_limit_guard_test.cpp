@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <thread>
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
@@ -117,6 +118,26 @@ TEST(PowerLimitGuard, SigtermInChildRestoresThenDiesBySigterm) {
   EXPECT_EQ(fake.limit_mw(0), 300'000);
   EXPECT_EQ(fake.limit_mw(1), 250'000) << "restored to the site's limit, not the maximum";
   EXPECT_FALSE(std::filesystem::exists(journal));
+}
+
+TEST(PowerLimitGuard, IgnoredSighupStaysIgnoredUnderNohup) {
+  test::FakeNvml fake(site_gpus());
+  test::TempDir dir;
+  const auto journal = dir / "power-limits.journal";
+  // As under nohup: the child inherits SIGHUP ignored across exec.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old {};
+  ::sigaction(SIGHUP, &ignore, &old);
+  test::Child child({ZEUS_LIMIT_SETTER_PATH, "nvml", journal.string(), "150000"});
+  ::sigaction(SIGHUP, &old, nullptr);
+  ASSERT_TRUE(child.wait_for_output("ready", 30s));
+  child.kill(SIGHUP);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(fake.limit_mw(0), 150'000) << "the run goes on: limits stay set";
+  child.kill(SIGTERM);
+  EXPECT_EQ(child.wait().signal, SIGTERM);
+  EXPECT_EQ(fake.limit_mw(0), 300'000);
 }
 
 TEST(PowerLimitGuard, SigkillInChildThenRestoreLimitsFromJournal) {

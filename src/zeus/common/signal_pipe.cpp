@@ -28,7 +28,7 @@ void on_signal(int signo) {
 
 }  // namespace
 
-SignalPipe::SignalPipe(std::initializer_list<int> signals) {
+SignalPipe::SignalPipe(const std::vector<int>& signals) {
   std::array<int, 2> fds{};
   check_posix(::pipe2(fds.data(), O_CLOEXEC | O_NONBLOCK), "creating signal pipe", "pipe2");
   read_fd_ = fds[0];

@@ -9,14 +9,13 @@
 
 #include <chrono>
 #include <csignal>
-#include <initializer_list>
 #include <vector>
 
 namespace zeus {
 
 class SignalPipe {
  public:
-  explicit SignalPipe(std::initializer_list<int> signals);
+  explicit SignalPipe(const std::vector<int>& signals);
   ~SignalPipe();
   SignalPipe(const SignalPipe&) = delete;
   SignalPipe& operator=(const SignalPipe&) = delete;

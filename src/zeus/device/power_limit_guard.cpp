@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <memory>
 #include <set>
 #include <thread>
@@ -65,7 +66,16 @@ class SignalRestorer {
  private:
   void start() {
     check_posix(::pipe2(wake_.data(), O_CLOEXEC), "creating wake pipe", "pipe2");
-    pipe_ = std::make_unique<SignalPipe>(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP});
+    // A signal the program ignores (SIGHUP under nohup) stays ignored: catching it would restore
+    // the limits of a run that is meant to go on.
+    std::vector<int> signals;
+    for (const int signo : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction current {};
+      if (::sigaction(signo, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) {
+        signals.push_back(signo);
+      }
+    }
+    pipe_ = std::make_unique<SignalPipe>(signals);
     watcher_ = std::thread([this, fd = pipe_->fd(), wake = wake_[0]] { watch(fd, wake); });
   }
 

@@ -23,7 +23,8 @@ struct PowerLimitGuardOptions {
 // may be called from any thread. The original limit of each GPU is the one read just before
 // this guard first changed it (a site may run below the default on purpose): restore puts that
 // value back, not the maximum. Signal handlers are installed while a guard with
-// restore_on_signal lives; a handler the program installed earlier still runs afterwards.
+// restore_on_signal lives; a handler the program installed earlier still runs afterwards, and a
+// signal the program ignores (SIGHUP under nohup) is left ignored.
 class PowerLimitGuard {
  public:
   PowerLimitGuard(GpuSet& gpus, PowerLimitGuardOptions options);
