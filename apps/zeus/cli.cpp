@@ -51,6 +51,36 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   monitor_cmd->add_flag("--list", monitor.list,
                         "List the device backends and why each is (un)available");
 
+  SimulateCommandOptions simulate;
+  CLI::App* simulate_cmd = app.add_subcommand(
+      "simulate", "Replay Zeus over the paper's measured traces and compare with the Default");
+  simulate_cmd->add_option("--gpu", simulate.gpu, "v100, a40, p100, rtx6000 or all")
+      ->capture_default_str();
+  simulate_cmd
+      ->add_option("--workload", simulate.workload,
+                   "cifar100, imagenet, librispeech, movielens-1m, sentiment140, squad "
+                   "or all")
+      ->capture_default_str();
+  simulate_cmd->add_option("--seeds", simulate.seeds, "Seeds: 1..10, 1,2,3 or 7")
+      ->capture_default_str();
+  simulate_cmd->add_option("--eta", simulate.eta, "Energy vs time knob in [0, 1]")
+      ->capture_default_str();
+  simulate_cmd->add_option("--beta", simulate.beta, "Early-stop threshold factor, >= 1")
+      ->capture_default_str();
+  simulate_cmd->add_option("--recurrences", simulate.recurrences,
+                           "Recurrences per job (default: 2 x batch sizes x power limits)");
+  simulate_cmd->add_option("--format", simulate.format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  simulate_cmd->add_option("--trace-dir", simulate.trace_dir,
+                           "Directory with summary_train.csv and summary_power_<gpu>.csv");
+  simulate_cmd
+      ->add_option("--selector", simulate.selector,
+                   "Power-limit choice: cost, energy, time, slowdown:<factor>")
+      ->capture_default_str();
+  simulate_cmd->add_flag("--show-profiles", simulate.show_profiles,
+                         "Also print the JIT power limit chosen for each batch size");
+
   RestoreLimitsCommandOptions restore;
   CLI::App* restore_cmd = app.add_subcommand(
       "restore-limits", "Put back the GPU power limits a crashed process recorded in its journal");
@@ -82,6 +112,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (monitor_cmd->parsed()) {
     monitor.live = stdout_is_tty;
     return run_monitor(monitor, out, err);
+  }
+  if (simulate_cmd->parsed()) {
+    return run_simulate(simulate, out, err);
   }
   return run_restore_limits(restore, out, err);
 }

@@ -25,12 +25,26 @@ struct MonitorCommandOptions {
   bool live = false;                     // redraw a status line (when stdout is a TTY)
 };
 
+struct SimulateCommandOptions {
+  std::string gpu = "all";       // v100, a40, p100, rtx6000 or all
+  std::string workload = "all";  // a dataset of the paper's jobs, or all
+  std::string seeds = "1..10";   // "a..b", "a,b,c" or "a"
+  double eta = 0.5;
+  double beta = 2.0;
+  int recurrences = -1;          // -1: the spec's default (2 x batch sizes x power limits)
+  std::string format = "table";  // table, csv or json
+  std::string trace_dir;         // empty: the repository's data/zeus-traces
+  std::string selector = "cost";
+  bool show_profiles = false;
+};
+
 struct RestoreLimitsCommandOptions {
   std::filesystem::path journal;
 };
 
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
+int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_restore_limits(const RestoreLimitsCommandOptions& options, std::ostream& out,
                        std::ostream& err);
 

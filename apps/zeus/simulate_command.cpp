@@ -1,0 +1,241 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli.h"
+#include "zeus/common/errors.h"
+#include "zeus/sim/simulator.h"
+#include "zeus/trace/power_trace.h"
+#include "zeus/trace/train_trace.h"
+
+namespace zeus::cli {
+namespace {
+
+uint64_t parse_seed(std::string_view text, std::string_view whole) {
+  uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    throw ConfigError(
+        fmt::format("--seeds '{}': '{}' is not a seed (a whole number >= 0); write "
+                    "1..10, 1,2,3 or 7",
+                    whole, text));
+  }
+  return v;
+}
+
+std::vector<uint64_t> parse_seeds(const std::string& text) {
+  std::vector<uint64_t> seeds;
+  if (const size_t dots = text.find(".."); dots != std::string::npos) {
+    const uint64_t first = parse_seed(std::string_view(text).substr(0, dots), text);
+    const uint64_t last = parse_seed(std::string_view(text).substr(dots + 2), text);
+    if (last < first || last - first >= 10'000) {
+      throw ConfigError(
+          fmt::format("--seeds '{}': the range must go up and hold at most 10000", text));
+    }
+    for (uint64_t s = first; s <= last; ++s) {
+      seeds.push_back(s);
+    }
+    return seeds;
+  }
+  std::string_view rest = text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    seeds.push_back(parse_seed(rest.substr(0, comma), text));
+    if (comma == std::string_view::npos) {
+      return seeds;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+struct Group {
+  std::string gpu;
+  std::string workload;
+  int64_t b0 = 0;
+  std::vector<sim::SimulationResult> runs;
+};
+
+double mean_of(const Group& g, double (sim::SimulationResult::*f)() const) {
+  double sum = 0;
+  for (const auto& r : g.runs) {
+    sum += (r.*f)();
+  }
+  return sum / static_cast<double>(g.runs.size());
+}
+
+// The (batch size, limit) most seeds ended with; ties go to the smaller pair.
+std::pair<int64_t, int64_t> most_common_final(const Group& g) {
+  std::map<std::pair<int64_t, int64_t>, int> counts;
+  for (const auto& r : g.runs) {
+    ++counts[{r.final_batch_size, r.final_power_limit_w}];
+  }
+  return std::max_element(counts.begin(), counts.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+void print_table(std::ostream& out, const std::vector<Group>& groups, bool show_profiles,
+                 const SimulateCommandOptions& o, size_t seeds) {
+  out << fmt::format(
+      "zeus simulate: eta {}, beta {}, {} seed(s) ({}); energy and time vs Default "
+      "(b0 at the maximum power limit), cumulative over all recurrences\n",
+      o.eta, o.beta, seeds, o.seeds);
+  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>13} {:>12} {:>14} {:>14} {:>14} {:>13}\n", "gpu",
+                     "workload", "b0", "recur", "energy saved", "time change", "last-10 saved",
+                     "final (b, W)", "oracle (b, W)", "oracle saved");
+  for (const auto& g : groups) {
+    const auto [final_bs, final_pl] = most_common_final(g);
+    const auto& first = g.runs.front();
+    const double oracle_saved = 1.0 - first.oracle.energy_j / first.baseline.energy_j;
+    out << fmt::format(
+        "{:<8} {:<13} {:>5} {:>6} {:>12.1f}% {:>+11.1f}% {:>13.1f}% {:>14} {:>14} "
+        "{:>12.1f}%\n",
+        g.gpu, g.workload, g.b0, first.recurrences.size(),
+        100 * mean_of(g, &sim::SimulationResult::energy_savings),
+        100 * mean_of(g, &sim::SimulationResult::time_change),
+        100 * mean_of(g, &sim::SimulationResult::last10_energy_savings),
+        fmt::format("({}, {})", final_bs, final_pl),
+        fmt::format("({}, {})", first.oracle.batch_size, first.oracle.power_limit_w),
+        100 * oracle_saved);
+    if (show_profiles) {
+      std::vector<std::string> parts;
+      for (const auto& [bs, w] : first.jit_limits_w) {
+        parts.push_back(fmt::format("{}:{}W", bs, w));
+      }
+      out << fmt::format("    JIT power limit per batch size: {}\n", fmt::join(parts, " "));
+    }
+  }
+}
+
+nlohmann::json to_json(const sim::SimulationResult& r) {
+  nlohmann::json log = nlohmann::json::array();
+  for (const auto& rec : r.recurrences) {
+    log.push_back({{"batch_size", rec.batch_size},
+                   {"power_limit_w", rec.power_limit_w},
+                   {"energy_j", rec.energy_j},
+                   {"time_s", rec.time_s},
+                   {"cost", rec.cost},
+                   {"tries", rec.tries},
+                   {"reached", rec.reached}});
+  }
+  nlohmann::json jit = nlohmann::json::object();
+  for (const auto& [bs, w] : r.jit_limits_w) {
+    jit[std::to_string(bs)] = w;
+  }
+  return {{"gpu", r.gpu},
+          {"workload", r.workload},
+          {"seed", r.seed},
+          {"recurrences", r.recurrences.size()},
+          {"zeus_energy_j", r.zeus_energy_j},
+          {"zeus_time_s", r.zeus_time_s},
+          {"baseline_energy_j", r.baseline_energy_j},
+          {"baseline_time_s", r.baseline_time_s},
+          {"energy_savings", r.energy_savings()},
+          {"time_change", r.time_change()},
+          {"last10_energy_savings", r.last10_energy_savings()},
+          {"final_batch_size", r.final_batch_size},
+          {"final_power_limit_w", r.final_power_limit_w},
+          {"oracle_batch_size", r.oracle.batch_size},
+          {"oracle_power_limit_w", r.oracle.power_limit_w},
+          {"oracle_energy_j", r.oracle.energy_j},
+          {"jit_power_limit_w", jit},
+          {"recurrence_log", log}};
+}
+
+}  // namespace
+
+int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
+  std::vector<Group> groups;
+  std::vector<uint64_t> seeds;
+  try {
+    if (!(o.eta >= 0.0 && o.eta <= 1.0)) {
+      throw ConfigError(fmt::format("--eta {} is outside [0, 1]", o.eta));
+    }
+    if (!(o.beta >= 1.0)) {
+      throw ConfigError(fmt::format("--beta {} must be at least 1", o.beta));
+    }
+    if (o.recurrences == 0 || o.recurrences < -1) {
+      throw ConfigError(fmt::format("--recurrences {} must be at least 1", o.recurrences));
+    }
+    seeds = parse_seeds(o.seeds);
+    sim::SimulationOptions options;
+    options.eta = o.eta;
+    options.beta = o.beta;
+    options.recurrences = std::max(o.recurrences, 0);
+    options.selector = optimize::parse_selector(o.selector);
+
+    std::vector<std::string> gpus;
+    if (o.gpu == "all") {
+      for (const auto g : trace::trace_gpu_models()) {
+        gpus.emplace_back(g);
+      }
+    } else {
+      gpus.push_back(o.gpu);
+    }
+    std::vector<const sim::Job*> jobs;
+    if (o.workload == "all") {
+      for (const auto& job : sim::paper_jobs()) {
+        jobs.push_back(&job);
+      }
+    } else {
+      jobs.push_back(&sim::find_job(o.workload));
+    }
+    const std::filesystem::path dir =
+        o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);
+    const trace::TrainTrace train = trace::TrainTrace::load(dir / "summary_train.csv");
+    for (const auto& gpu : gpus) {
+      if (std::find(trace::trace_gpu_models().begin(), trace::trace_gpu_models().end(), gpu) ==
+          trace::trace_gpu_models().end()) {
+        throw ConfigError(fmt::format("--gpu '{}': choose v100, a40, p100, rtx6000 or all", gpu));
+      }
+      const trace::PowerTrace power =
+          trace::PowerTrace::load(dir / fmt::format("summary_power_{}.csv", gpu));
+      for (const sim::Job* job : jobs) {
+        const sim::WorkloadModel model(gpu, *job, power, train);
+        Group group{gpu, std::string(job->dataset), model.default_batch_size(), {}};
+        for (const uint64_t seed : seeds) {
+          options.seed = seed;
+          group.runs.push_back(sim::simulate(model, options));
+        }
+        groups.push_back(std::move(group));
+      }
+    }
+  } catch (const Error& e) {
+    err << "zeus simulate: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+
+  if (o.format == "table") {
+    print_table(out, groups, o.show_profiles, o, seeds.size());
+  } else if (o.format == "csv") {
+    out << "gpu,workload,seed,recurrences,zeus_energy_j,zeus_time_s,baseline_energy_j,"
+           "baseline_time_s,energy_savings,time_change,last10_energy_savings,final_batch_size,"
+           "final_power_limit_w,oracle_batch_size,oracle_power_limit_w\n";
+    for (const auto& g : groups) {
+      for (const auto& r : g.runs) {
+        out << fmt::format(
+            "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6f},{:.6f},{:.6f},{},{},{},{}\n", r.gpu,
+            r.workload, r.seed, r.recurrences.size(), r.zeus_energy_j, r.zeus_time_s,
+            r.baseline_energy_j, r.baseline_time_s, r.energy_savings(), r.time_change(),
+            r.last10_energy_savings(), r.final_batch_size, r.final_power_limit_w,
+            r.oracle.batch_size, r.oracle.power_limit_w);
+      }
+    }
+  } else {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& g : groups) {
+      for (const auto& r : g.runs) {
+        all.push_back(to_json(r));
+      }
+    }
+    out << all.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace zeus::cli

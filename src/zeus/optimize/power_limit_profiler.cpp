@@ -1,0 +1,170 @@
+#include "zeus/optimize/power_limit_profiler.h"
+
+#include <fmt/format.h>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+
+namespace zeus::optimize {
+
+namespace ps = profiler_state;
+
+std::vector<int64_t> candidate_limits_mw(device::PowerLimitRange range, int64_t step_mw) {
+  if (step_mw <= 0) {
+    throw ConfigError(fmt::format("power-limit step {} mW must be positive", step_mw));
+  }
+  if (range.min_mw <= 0 || range.min_mw > range.max_mw) {
+    throw ConfigError(
+        fmt::format("power-limit range {}-{} mW is empty", range.min_mw, range.max_mw));
+  }
+  std::vector<int64_t> out;
+  for (int64_t mw = range.max_mw; mw > range.min_mw; mw -= step_mw) {
+    out.push_back(mw);
+  }
+  out.push_back(range.min_mw);
+  return out;
+}
+
+PowerLimitProfiler::PowerLimitProfiler(device::PowerLimitRange range_mw, CostModel cost,
+                                       ProfilerOptions options, ProfilerHost& host)
+    : range_(range_mw),
+      cost_(cost),
+      options_(options),
+      host_(host),
+      candidates_(candidate_limits_mw(range_mw, options.step_mw)),
+      state_(ps::Ready{0}),
+      warmup_(options.warmup_iters),
+      profile_(options.profile_iters) {
+  if (warmup_ < 1 || profile_ < 1) {
+    throw ConfigError(fmt::format(
+        "profile window ({} warmup, {} profiling iterations): both must be at least 1, as in "
+        "ZEUS_PROFILE_PARAMS=\"10,40\"",
+        warmup_, profile_));
+  }
+}
+
+void PowerLimitProfiler::load(const PowerProfile& profile) {
+  measurements_.clear();
+  for (const auto& [mw, m] : profile.train) {
+    measurements_.push_back(m);
+  }
+  eval_throughput_ips_ = profile.eval_throughput_ips;
+  eval_power_w_ = profile.eval_power_w;
+  finish();
+}
+
+void PowerLimitProfiler::on_epoch_begin(int64_t iterations) {
+  ZEUS_ASSERT(iterations >= 0, "negative epoch length {}", iterations);
+  steps_left_in_epoch_ = iterations;
+  if (done() || iterations >= warmup_ + profile_) {
+    return;
+  }
+  // Shrink both windows in proportion so one limit fits in an epoch of this length.
+  const int total = warmup_ + profile_;
+  const int warmup = static_cast<int>(static_cast<int64_t>(warmup_) * iterations / total);
+  const int profile = static_cast<int>(static_cast<int64_t>(profile_) * iterations / total);
+  if (warmup < 1 || profile < 1) {
+    throw ConfigError(fmt::format(
+        "an epoch of {} iterations is too short to profile a power limit ({} warmup + {} "
+        "profiling iterations even after shrinking); use a smaller batch size, or lower "
+        "ZEUS_PROFILE_PARAMS",
+        iterations, warmup_, profile_));
+  }
+  logger().info("epoch of {} iterations: profiling window shrunk from {}+{} to {}+{}", iterations,
+                warmup_, profile_, warmup, profile);
+  warmup_ = warmup;
+  profile_ = profile;
+}
+
+void PowerLimitProfiler::on_step_begin() {
+  if (const auto* ready = std::get_if<ps::Ready>(&state_)) {
+    // Start a limit only if its whole window fits in what is left of the epoch.
+    if (steps_left_in_epoch_ >= warmup_ + profile_) {
+      const size_t index = ready->index;
+      host_.set_power_limit_mw(candidates_[index]);
+      state_ = ps::Warmup{index, warmup_};
+    }
+  }
+}
+
+void PowerLimitProfiler::on_step_end() {
+  --steps_left_in_epoch_;
+  if (auto* warmup = std::get_if<ps::Warmup>(&state_)) {
+    if (--warmup->left == 0) {
+      const size_t index = warmup->index;
+      host_.begin_window();
+      state_ = ps::Profiling{index, profile_};
+    }
+  } else if (auto* profiling = std::get_if<ps::Profiling>(&state_)) {
+    if (--profiling->left == 0) {
+      const size_t index = profiling->index;
+      const WindowMeasurement w = host_.end_window();
+      const double seconds = w.elapsed.count();
+      if (!(seconds > 0)) {
+        throw DeviceError(fmt::format(
+            "profiling window at {} mW measured {} s for {} iterations; the clock or the energy "
+            "source is broken",
+            candidates_[index], seconds, profile_));
+      }
+      measurements_.push_back({candidates_[index], profile_ / seconds, w.energy_j / seconds});
+      if (index + 1 < candidates_.size()) {
+        state_ = ps::Ready{index + 1};
+      } else {
+        finish();
+      }
+    }
+  }
+}
+
+void PowerLimitProfiler::on_epoch_end() {
+  // A window never straddles an epoch; if the epoch ended early (fewer steps than announced),
+  // drop the unfinished window and redo that limit in the next epoch.
+  if (const auto* warmup = std::get_if<ps::Warmup>(&state_)) {
+    state_ = ps::Ready{warmup->index};
+  } else if (const auto* profiling = std::get_if<ps::Profiling>(&state_)) {
+    host_.end_window();
+    state_ = ps::Ready{profiling->index};
+  }
+  steps_left_in_epoch_ = 0;
+}
+
+void PowerLimitProfiler::on_eval_begin() {
+  if (done() && !eval_throughput_ips_ && !eval_window_open_) {
+    host_.begin_window();
+    eval_window_open_ = true;
+  }
+}
+
+void PowerLimitProfiler::on_eval_end(int64_t iterations) {
+  if (!eval_window_open_) {
+    return;
+  }
+  eval_window_open_ = false;
+  const WindowMeasurement w = host_.end_window();
+  const double seconds = w.elapsed.count();
+  if (seconds > 0 && iterations > 0) {
+    eval_throughput_ips_ = static_cast<double>(iterations) / seconds;
+    eval_power_w_ = w.energy_j / seconds;
+  }
+}
+
+void PowerLimitProfiler::finish() {
+  optimal_mw_ = select_power_limit(measurements_, cost_, options_.selector);
+  host_.set_power_limit_mw(options_.use_optimal_limit ? *optimal_mw_ : range_.max_mw);
+  state_ = ps::Done{};
+}
+
+PowerProfile PowerLimitProfiler::profile(int64_t global_batch_size) const {
+  ZEUS_ASSERT(done(), "profile requested before profiling finished");
+  PowerProfile p;
+  p.global_batch_size = global_batch_size;
+  for (const auto& m : measurements_) {
+    p.train[m.power_limit_mw] = m;
+  }
+  p.optimal_power_limit_mw = *optimal_mw_;
+  p.eval_throughput_ips = eval_throughput_ips_;
+  p.eval_power_w = eval_power_w_;
+  return p;
+}
+
+}  // namespace zeus::optimize

@@ -1,0 +1,121 @@
+// Just-in-time power-limit profiling: during the first epochs of training, run each candidate
+// limit for a warmup and a profiling window, measure throughput and power, then keep the
+// cheapest limit. A pure state machine driven by the training loop's events; it acts on the world
+// only through ProfilerHost (set a limit, measure a window).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "zeus/device/gpu_set.h"
+#include "zeus/optimize/cost.h"
+#include "zeus/optimize/power_profile.h"
+
+namespace zeus::optimize {
+
+// Elapsed wall time (after the device finished the work) and energy of all the job's GPUs.
+struct WindowMeasurement {
+  std::chrono::duration<double> elapsed{0};
+  double energy_j = 0;
+};
+
+// What the profiler asks of the trainer. On data-parallel runs the master implements it: it
+// sets the limits of the node's GPUs and measures the job's energy (sum over nodes) and time
+// (max over ranks).
+class ProfilerHost {
+ public:
+  virtual ~ProfilerHost() = default;
+  virtual void set_power_limit_mw(int64_t limit_mw) = 0;
+  virtual void begin_window() = 0;
+  virtual WindowMeasurement end_window() = 0;
+};
+
+struct ProfilerOptions {
+  int warmup_iters = 10;  // ZEUS_PROFILE_PARAMS="10,40"
+  int profile_iters = 40;
+  int64_t step_mw = 25'000;  // candidate spacing
+  SelectorOptions selector;
+  bool use_optimal_limit = true;  // false: observer mode (profile, but stay at the maximum)
+};
+
+// Candidate limits from the maximum down to the minimum in steps of step_mw, never below the
+// minimum (the minimum itself is always a candidate).
+std::vector<int64_t> candidate_limits_mw(device::PowerLimitRange range, int64_t step_mw);
+
+// The profiler's states. Transitions (Note [profiler states]):
+//   Ready{i} --on_step_begin, window fits in the epoch--> Warmup{i}   (sets candidate i)
+//   Warmup{i} --warmup_iters steps end--> Profiling{i}                (begins the window)
+//   Profiling{i} --profile_iters steps end--> Ready{i+1} or Done      (ends and records it)
+//   Warmup/Profiling --epoch ends early--> Ready{i}                   (the window is dropped)
+//   Done: the optimal limit (or the maximum in observer mode) is set; the first eval epoch
+//   after Done is measured at it.
+namespace profiler_state {
+struct Ready {
+  size_t index;
+};
+struct Warmup {
+  size_t index;
+  int left;
+};
+struct Profiling {
+  size_t index;
+  int left;
+};
+struct Done {};
+}  // namespace profiler_state
+using ProfilerState = std::variant<profiler_state::Ready, profiler_state::Warmup,
+                                   profiler_state::Profiling, profiler_state::Done>;
+
+// Contract: call from the training loop's thread, in order: on_epoch_begin(n), then per step
+// on_step_begin()/on_step_end(), then on_epoch_end(); eval epochs between on_eval_begin() and
+// on_eval_end(n). Throws ConfigError when an epoch is too short for even a shrunk window.
+class PowerLimitProfiler {
+ public:
+  PowerLimitProfiler(device::PowerLimitRange range_mw, CostModel cost, ProfilerOptions options,
+                     ProfilerHost& host);
+
+  // Skips profiling: the limits were measured before (the saved bs{B}.power.json).
+  void load(const PowerProfile& profile);
+
+  void on_epoch_begin(int64_t iterations);
+  void on_step_begin();
+  void on_step_end();
+  void on_epoch_end();
+  void on_eval_begin();
+  void on_eval_end(int64_t iterations);
+
+  bool done() const { return std::holds_alternative<profiler_state::Done>(state_); }
+  const ProfilerState& state() const { return state_; }
+  const std::vector<int64_t>& candidates_mw() const { return candidates_; }
+  const std::vector<LimitMeasurement>& measurements() const { return measurements_; }
+  // Set once done.
+  std::optional<int64_t> optimal_limit_mw() const { return optimal_mw_; }
+  // The warmup/profile window lengths in use (shrunk for short epochs).
+  int warmup_iters() const { return warmup_; }
+  int profile_iters() const { return profile_; }
+  // The profile to save; eval fields are set once the eval epoch at the optimum was measured.
+  PowerProfile profile(int64_t global_batch_size) const;
+
+ private:
+  void finish();
+
+  device::PowerLimitRange range_;
+  CostModel cost_;
+  ProfilerOptions options_;
+  ProfilerHost& host_;
+  std::vector<int64_t> candidates_;
+  ProfilerState state_;
+  int warmup_;
+  int profile_;
+  int64_t steps_left_in_epoch_ = 0;
+  bool eval_window_open_ = false;
+  std::vector<LimitMeasurement> measurements_;
+  std::optional<int64_t> optimal_mw_;
+  std::optional<double> eval_throughput_ips_;
+  std::optional<double> eval_power_w_;
+};
+
+}  // namespace zeus::optimize

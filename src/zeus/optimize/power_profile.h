@@ -1,0 +1,65 @@
+// Power-limit measurements, the choice of the optimal limit, and the saved profile
+// (`bs{B}.power.json`, fields as in Zeus: limits in W, throughput in iterations/s, power in W).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "zeus/optimize/cost.h"
+
+namespace zeus::optimize {
+
+// What one power limit did: iterations/s and average power (all GPUs of the job, W).
+struct LimitMeasurement {
+  int64_t power_limit_mw = 0;
+  double throughput_ips = 0;
+  double power_w = 0;
+};
+
+enum class LimitSelector {
+  kCost,         // argmin (eta * P + (1 - eta) * MAXPOWER) / throughput
+  kEnergy,       // argmin P / throughput (energy per iteration)
+  kTime,         // argmax throughput
+  kMaxSlowdown,  // lowest limit whose time per iteration is within max_slowdown x the max limit's
+};
+
+struct SelectorOptions {
+  LimitSelector selector = LimitSelector::kCost;
+  double max_slowdown = 1.1;  // for kMaxSlowdown, >= 1
+};
+
+// Parses "cost", "energy", "time", "slowdown:<f>" (e.g. slowdown:1.1). Throws ConfigError.
+SelectorOptions parse_selector(std::string_view text);
+
+// The optimal limit among `measurements` (non-empty). Ties go to the higher limit.
+int64_t select_power_limit(std::span<const LimitMeasurement> measurements, const CostModel& cost,
+                           const SelectorOptions& options);
+
+// The result of profiling one global batch size.
+struct PowerProfile {
+  int64_t global_batch_size = 0;
+  std::string job_id;
+  std::map<int64_t, LimitMeasurement> train;  // by limit (mW)
+  int64_t optimal_power_limit_mw = 0;
+  std::optional<double> eval_throughput_ips;  // at the optimal limit
+  std::optional<double> eval_power_w;
+};
+
+std::string to_json(const PowerProfile& profile);
+// Throws ConfigError naming `source` and the problem when the text is not a valid profile.
+PowerProfile power_profile_from_json(std::string_view text, std::string_view source);
+
+// `<dir>/bs{B}.power.json`.
+std::filesystem::path power_profile_path(const std::filesystem::path& dir, int64_t batch_size);
+// Atomic write (temp, fsync, rename).
+void save_power_profile(const std::filesystem::path& path, const PowerProfile& profile);
+// std::nullopt when the file does not exist; ConfigError naming the path when it is corrupt (a
+// corrupt profile is never silently re-profiled: delete it to profile again).
+std::optional<PowerProfile> load_power_profile(const std::filesystem::path& path);
+
+}  // namespace zeus::optimize
