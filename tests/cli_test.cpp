@@ -235,6 +235,59 @@ TEST_F(CliTest, CpuOnlyMonitoringThroughRapl) {
   EXPECT_EQ(nlohmann::json::parse(lines[2]).at("cpu1_mw").get<int64_t>(), 0);
 }
 
+TEST_F(CliTest, SimulateTableCsvJson) {
+  auto r = zeus({"simulate", "--gpu", "v100", "--workload", "cifar100", "--seeds", "1..3",
+                 "--show-profiles"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("v100 +cifar100 +1024 +140 +[0-9.]+%"));
+  EXPECT_THAT(r.out, HasSubstr("JIT power limit per batch size: 8:"));
+  r = zeus(
+      {"simulate", "--gpu", "a40", "--workload", "squad", "--seeds", "1,5", "--format", "csv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream csv(r.out);
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_THAT(line, ::testing::StartsWith("gpu,workload,seed,"));
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    EXPECT_THAT(line, ::testing::StartsWith("a40,squad,"));
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+  r = zeus({"simulate", "--gpu", "p100", "--workload", "imagenet", "--seeds", "2", "--format",
+            "json", "--recurrences", "7"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["recurrences"], 7);
+  EXPECT_EQ(j[0]["recurrence_log"].size(), 7u);
+  EXPECT_EQ(j[0]["seed"], 2);
+}
+
+TEST_F(CliTest, SimulateBadInputIsExitCode2) {
+  test::TempDir traces;
+  std::ofstream(traces / "summary_train.csv") << "dataset,network\nx,y\n";
+  const std::vector<std::vector<std::string>> cases = {
+      {"simulate", "--gpu", "h100"},
+      {"simulate", "--workload", "mnist"},
+      {"simulate", "--eta", "1.5"},
+      {"simulate", "--eta", "-0.1"},
+      {"simulate", "--beta", "0.9"},
+      {"simulate", "--recurrences", "0"},
+      {"simulate", "--seeds", "5..1"},
+      {"simulate", "--seeds", "a"},
+      {"simulate", "--selector", "fastest"},
+      {"simulate", "--format", "xml"},
+      {"simulate", "--trace-dir", (dir_ / "missing").string()},
+      {"simulate", "--trace-dir", traces.path().string()},
+  };
+  for (const auto& args : cases) {
+    const auto r = zeus(args);
+    EXPECT_EQ(r.code, 2) << ::testing::PrintToString(args) << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 TEST_F(CliTest, HelpAndVersion) {
   auto r = zeus({"--help"});
   EXPECT_EQ(r.code, 0);

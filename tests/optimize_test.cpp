@@ -392,6 +392,30 @@ TEST(BatchSizeOptimizer, RejectsBadOptions) {
   EXPECT_THROW(BatchSizeOptimizer({.batch_sizes = {8, 8}, .default_batch_size = 8}), ConfigError);
 }
 
+TEST(BatchSizeHistory, AppendsReadsAndResumes) {
+  test::TempDir dir;
+  const auto path = dir / "history.jsonl";
+  EXPECT_TRUE(read_history(path).empty());
+  const std::map<int64_t, std::pair<double, bool>> outcomes = {
+      {8, {50, false}}, {16, {8, true}}, {32, {10, true}}, {64, {12, true}}, {128, {40, false}}};
+  auto first = five_sizes(3);
+  drive(first, outcomes, 12);
+  for (const auto& obs : first.history()) {
+    append_history(path, obs);
+  }
+  // A restarted `zeus tune` continues where the first left off.
+  auto resumed = five_sizes(3);
+  resumed.replay(read_history(path));
+  EXPECT_EQ(resumed.next_batch_size(), first.next_batch_size());
+  std::ofstream(path, std::ios::app) << "{\"batch_size\": 8}\n";
+  try {
+    read_history(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path.string() + ":13"));
+  }
+}
+
 TEST(BatchSizeObservation, JsonLinesRoundTrip) {
   const BatchSizeObservation obs{64, 123.5, true};
   const auto back = observation_from_json_line(to_json_line(obs), "h.jsonl:1");

@@ -215,15 +215,15 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
   } else if (o.format == "csv") {
     out << "gpu,workload,seed,recurrences,zeus_energy_j,zeus_time_s,baseline_energy_j,"
            "baseline_time_s,energy_savings,time_change,last10_energy_savings,final_batch_size,"
-           "final_power_limit_w,oracle_batch_size,oracle_power_limit_w\n";
+           "final_power_limit_w,oracle_batch_size,oracle_power_limit_w,default_batch_size\n";
     for (const auto& g : groups) {
       for (const auto& r : g.runs) {
         out << fmt::format(
-            "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6f},{:.6f},{:.6f},{},{},{},{}\n", r.gpu,
+            "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n", r.gpu,
             r.workload, r.seed, r.recurrences.size(), r.zeus_energy_j, r.zeus_time_s,
             r.baseline_energy_j, r.baseline_time_s, r.energy_savings(), r.time_change(),
             r.last10_energy_savings(), r.final_batch_size, r.final_power_limit_w,
-            r.oracle.batch_size, r.oracle.power_limit_w);
+            r.oracle.batch_size, r.oracle.power_limit_w, r.baseline.batch_size);
       }
     }
   } else {

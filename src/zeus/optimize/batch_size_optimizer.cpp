@@ -1,7 +1,9 @@
 #include "zeus/optimize/batch_size_optimizer.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
 
 namespace zeus::optimize {
 
@@ -33,6 +37,42 @@ BatchSizeObservation observation_from_json_line(std::string_view line, std::stri
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not a batch-size observation ({})", where, e.what()));
   }
+}
+
+void append_history(const std::filesystem::path& path, const BatchSizeObservation& obs) {
+  const std::string line = to_json_line(obs);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw_posix_error("opening batch-size history", path.string(), errno);
+  }
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  const int write_errno = errno;
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size()) || !synced) {
+    throw_posix_error("appending to batch-size history", path.string(), write_errno);
+  }
+}
+
+std::vector<BatchSizeObservation> read_history(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return {};
+  }
+  const std::string text = read_file(path);
+  std::vector<BatchSizeObservation> out;
+  std::string_view rest = text;
+  size_t line_no = 0;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    ++line_no;
+    if (!line.empty()) {
+      out.push_back(observation_from_json_line(line, fmt::format("{}:{}", path.string(), line_no)));
+    }
+  }
+  return out;
 }
 
 BatchSizeOptimizer::BatchSizeOptimizer(BatchSizeOptimizerOptions options)

@@ -7,6 +7,7 @@
 #include <array>
 #include <set>
 
+#include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
@@ -111,7 +112,11 @@ double PowerProfile::average_power_w(double power_limit_w) const {
 }
 
 PowerTrace PowerTrace::load(const std::filesystem::path& csv_path) {
-  const CsvTable table = CsvTable::read(csv_path);
+  return parse(read_file(csv_path), csv_path.string());
+}
+
+PowerTrace PowerTrace::parse(std::string_view text, std::string_view source) {
+  const CsvTable table = CsvTable::parse(text, source);
   const size_t c_dataset = table.column("dataset");
   const size_t c_network = table.column("network");
   const size_t c_bs = table.column("batch_size");
@@ -120,7 +125,7 @@ PowerTrace PowerTrace::load(const std::filesystem::path& csv_path) {
   const size_t c_time = table.column("time_per_epoch");
   const size_t c_power = table.column("average_power");
   PowerTrace trace;
-  trace.source_ = csv_path.string();
+  trace.source_ = std::string(source);
   for (size_t i = 0; i < table.rows().size(); ++i) {
     const auto& r = table.rows()[i];
     PowerTraceRow row{r[c_dataset],

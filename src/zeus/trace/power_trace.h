@@ -66,6 +66,8 @@ class PowerTrace {
  public:
   // Loads and validates one summary_power CSV. Throws IoError/ConfigError naming path and line.
   static PowerTrace load(const std::filesystem::path& csv_path);
+  // The same from text; `source` names it in messages.
+  static PowerTrace parse(std::string_view text, std::string_view source);
   // Loads summary_power_<gpu>.csv from trace_dir(); throws ConfigError for an unknown model.
   static PowerTrace load_gpu(std::string_view gpu_model);
 

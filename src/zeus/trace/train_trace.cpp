@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/errors.h"
 #include "zeus/trace/power_trace.h"
@@ -21,7 +22,11 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 TrainTrace TrainTrace::load(const std::filesystem::path& csv_path) {
-  const CsvTable table = CsvTable::read(csv_path);
+  return parse(read_file(csv_path), csv_path.string());
+}
+
+TrainTrace TrainTrace::parse(std::string_view text, std::string_view source) {
+  const CsvTable table = CsvTable::parse(text, source);
   const size_t c_dataset = table.column("dataset");
   const size_t c_network = table.column("network");
   const size_t c_bs = table.column("batch_size");
@@ -31,7 +36,7 @@ TrainTrace TrainTrace::load(const std::filesystem::path& csv_path) {
   const size_t c_target = table.column("target_metric");
   const size_t c_epoch = table.column("target_epoch");
   TrainTrace trace;
-  trace.source_ = csv_path.string();
+  trace.source_ = std::string(source);
   trace.rows_.reserve(table.rows().size());
   for (size_t i = 0; i < table.rows().size(); ++i) {
     const auto& r = table.rows()[i];

@@ -27,6 +27,8 @@ class TrainTrace {
  public:
   // Throws IoError when missing, ConfigError naming path:line and column for malformed rows.
   static TrainTrace load(const std::filesystem::path& csv_path);
+  // The same from text; `source` names it in messages.
+  static TrainTrace parse(std::string_view text, std::string_view source);
   static TrainTrace load_default();  // summary_train.csv in trace_dir()
 
   const std::vector<TrainTraceRow>& rows() const { return rows_; }
