@@ -46,7 +46,7 @@ TEST(TrainTrace, MalformedRowsNameFileLineAndColumn) {
 
 TEST(WorkloadModel, JoinsTracesAndCapsTheDefaultBatchSize) {
   const auto power = trace::PowerTrace::load_gpu("p100");
-  const WorkloadModel imagenet("p100", find_job("imagenet"), power, train());
+  const WorkloadModel imagenet("p100", trace::find_workload("imagenet"), power, train());
   // The P100 traces stop at batch size 128 for ImageNet: b0 = 256 is capped.
   EXPECT_EQ(imagenet.default_batch_size(), 128);
   EXPECT_EQ(imagenet.power_limits_w().front(), 125);
@@ -54,13 +54,13 @@ TEST(WorkloadModel, JoinsTracesAndCapsTheDefaultBatchSize) {
   for (const int64_t bs : imagenet.batch_sizes()) {
     EXPECT_FALSE(imagenet.runs(bs).empty()) << bs;
   }
-  EXPECT_THROW(find_job("mnist"), ConfigError);
+  EXPECT_THROW(trace::find_workload("mnist"), ConfigError);
 }
 
 TEST(Simulator, SameSeedIsBitForBitReproducible) {
   const auto power = trace::PowerTrace::load_gpu("v100");
   bool any_differs = false;
-  for (const auto& job : paper_jobs()) {
+  for (const auto& job : trace::all_workloads()) {
     const WorkloadModel model("v100", job, power, train());
     SimulationOptions options;
     options.seed = 3;
@@ -86,7 +86,7 @@ TEST(Simulator, SameSeedIsBitForBitReproducible) {
 
 TEST(Simulator, DefaultRecurrencesAndBaseline) {
   const auto power = trace::PowerTrace::load_gpu("v100");
-  const WorkloadModel model("v100", find_job("imagenet"), power, train());
+  const WorkloadModel model("v100", trace::find_workload("imagenet"), power, train());
   const SimulationResult r = simulate(model, {});
   EXPECT_EQ(r.recurrences.size(), 2 * model.batch_sizes().size() * model.power_limits_w().size());
   // Default: b0 = 256 at 250 W; its five runs reach 0.65 in 22, 20, 20, 21, 23 epochs (mean 21.2).
@@ -101,7 +101,7 @@ TEST(Simulator, DefaultRecurrencesAndBaseline) {
 // configuration known in hindsight allows (with slack for run sampling).
 TEST(Simulator, V100SavingsArePositiveAndBoundedByTheOracle) {
   const auto power = trace::PowerTrace::load_gpu("v100");
-  for (const auto& job : paper_jobs()) {
+  for (const auto& job : trace::all_workloads()) {
     const WorkloadModel model("v100", job, power, train());
     double savings = 0;
     double oracle = 0;
@@ -120,7 +120,7 @@ TEST(Simulator, V100SavingsArePositiveAndBoundedByTheOracle) {
 
 TEST(Simulator, RejectsBadOptions) {
   const auto power = trace::PowerTrace::load_gpu("v100");
-  const WorkloadModel model("v100", find_job("squad"), power, train());
+  const WorkloadModel model("v100", trace::find_workload("squad"), power, train());
   EXPECT_THROW(simulate(model, {.eta = 2}), ConfigError);
   EXPECT_THROW(simulate(model, {.beta = 0.5}), ConfigError);
   EXPECT_THROW(simulate(model, {.recurrences = -3}), ConfigError);

@@ -179,11 +179,11 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
     }
     std::vector<const sim::Job*> jobs;
     if (o.workload == "all") {
-      for (const auto& job : sim::paper_jobs()) {
+      for (const auto& job : trace::all_workloads()) {
         jobs.push_back(&job);
       }
     } else {
-      jobs.push_back(&sim::find_job(o.workload));
+      jobs.push_back(&trace::find_workload(o.workload));
     }
     const std::filesystem::path dir =
         o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);

@@ -86,14 +86,22 @@ nvmlReturn_t copy_string(const std::string& value, char* buf, unsigned int len) 
   return NVML_SUCCESS;
 }
 
-template <typename T>
-nvmlReturn_t get_field(nvmlDevice_t device, const char* key, T* out) {
-  return guarded([&] {
+// Runs body(index) under the lock for a valid device that is not lost; nothing throws out.
+template <typename F>
+nvmlReturn_t with_gpu(nvmlDevice_t device, F body) {
+  return guarded([&]() -> nvmlReturn_t {
     std::lock_guard lock(fake().mu);
     size_t i = 0;
     if (const nvmlReturn_t rc = enter(device, &i); rc != NVML_SUCCESS) {
       return rc;
     }
+    return body(i);
+  });
+}
+
+template <typename T>
+nvmlReturn_t get_field(nvmlDevice_t device, const char* key, T* out) {
+  return with_gpu(device, [&](size_t i) {
     if (out == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -226,13 +234,8 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice
 }
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int mw) {
-  return guarded([&] {
+  return with_gpu(device, [&](size_t i) {
     FakeState& f = fake();
-    std::lock_guard lock(f.mu);
-    size_t i = 0;
-    if (const nvmlReturn_t rc = enter(device, &i); rc != NVML_SUCCESS) {
-      return rc;
-    }
     if (f.state["faults"].value("set_no_permission", false)) {
       return NVML_ERROR_NO_PERMISSION;
     }
@@ -268,13 +271,8 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, 
 #ifndef FAKE_NVML_MINIMAL
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
                                                              unsigned long long* energy_mj) {
-  return guarded([&] {
+  return with_gpu(device, [&](size_t i) {
     FakeState& f = fake();
-    std::lock_guard lock(f.mu);
-    size_t i = 0;
-    if (const nvmlReturn_t rc = enter(device, &i); rc != NVML_SUCCESS) {
-      return rc;
-    }
     const auto& gpu = f.state["gpus"][i];
     if (!gpu.value("energy_counter", true)) {
       return NVML_ERROR_NOT_SUPPORTED;
@@ -289,13 +287,8 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
                                                   nvmlFieldValue_t* values) {
-  return guarded([&] {
+  return with_gpu(device, [&](size_t i) {
     FakeState& f = fake();
-    std::lock_guard lock(f.mu);
-    size_t i = 0;
-    if (const nvmlReturn_t rc = enter(device, &i); rc != NVML_SUCCESS) {
-      return rc;
-    }
     const auto& gpu = f.state["gpus"][i];
     for (int k = 0; k < count; ++k) {
       nvmlFieldValue_t& v = values[k];

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/json.h"
 #include "zeus/device/discovery.h"
 
 namespace zeus::device {
@@ -41,17 +43,18 @@ PowerLimitJournal read_journal(const std::filesystem::path& path) {
           fmt::format("'{}' is not a zeus power-limit journal (no \"format\": \"{}\")",
                       path.string(), kFormat));
     }
-    if (j.at("version").get<int>() != kVersion) {
+    if (j.at("version") != kVersion) {
       throw ConfigError(fmt::format("'{}': journal version {} is not supported (expected {})",
                                     path.string(), j.at("version").dump(), kVersion));
     }
     PowerLimitJournal journal;
     journal.locator = j.at("locator").get<std::string>();
     journal.host = j.value("host", "");
-    journal.pid = j.value("pid", int64_t{0});
+    journal.pid = j.contains("pid") ? json_int(j["pid"], "pid") : 0;
     for (const auto& g : j.at("gpus")) {
-      JournalEntry entry{g.at("index").get<int>(), g.at("uuid").get<std::string>(),
-                         g.at("limit_mw").get<int64_t>()};
+      const int64_t index = json_int(g.at("index"), "GPU index");
+      JournalEntry entry{static_cast<int>(std::clamp<int64_t>(index, -1, 1 << 20)),
+                         g.at("uuid").get<std::string>(), json_int(g.at("limit_mw"), "limit_mw")};
       if (entry.limit_mw <= 0 || entry.uuid.empty()) {
         throw ConfigError(
             fmt::format("'{}': GPU entry {} has an empty uuid or a non-positive limit",

@@ -13,6 +13,7 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/json.h"
 #include "zeus/common/posix.h"
 
 namespace zeus::optimize {
@@ -27,8 +28,8 @@ std::string to_json_line(const BatchSizeObservation& obs) {
 BatchSizeObservation observation_from_json_line(std::string_view line, std::string_view where) {
   try {
     const auto j = nlohmann::json::parse(line);
-    BatchSizeObservation obs{j.at("batch_size").get<int64_t>(), j.at("cost").get<double>(),
-                             j.at("reached").get<bool>()};
+    BatchSizeObservation obs{json_int(j.at("batch_size"), fmt::format("{}: batch_size", where)),
+                             j.at("cost").get<double>(), j.at("reached").get<bool>()};
     if (obs.batch_size <= 0 || !std::isfinite(obs.cost) || obs.cost < 0) {
       throw ConfigError(fmt::format("{}: batch size {} or cost {} out of range", where,
                                     obs.batch_size, obs.cost));

@@ -8,6 +8,7 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/json.h"
 
 namespace zeus::optimize {
 
@@ -83,6 +84,9 @@ int64_t select_power_limit(std::span<const LimitMeasurement> measurements, const
 
 namespace {
 
+// No GPU draws a megawatt: larger "limits" are corrupt input, not a value to convert.
+constexpr double kMaxWatts = 1e6;
+
 // Zeus keys its maps by the limit in W, written as a string.
 std::string watts_key(int64_t mw) {
   return mw % 1000 == 0 ? std::to_string(mw / 1000)
@@ -92,7 +96,7 @@ std::string watts_key(int64_t mw) {
 int64_t key_to_mw(const std::string& key, std::string_view source) {
   double w = 0;
   const auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), w);
-  if (ec != std::errc() || ptr != key.data() + key.size() || !(w > 0)) {
+  if (ec != std::errc() || ptr != key.data() + key.size() || !(w > 0) || w > kMaxWatts) {
     throw ConfigError(
         fmt::format("{}: power limit key '{}' is not a positive number of watts", source, key));
   }
@@ -126,7 +130,7 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
     const nlohmann::json j = nlohmann::json::parse(text);
     PowerProfile p;
     p.job_id = j.value("job_id", "");
-    p.global_batch_size = j.at("batch_size").get<int64_t>();
+    p.global_batch_size = json_int(j.at("batch_size"), fmt::format("{}: batch_size", source));
     if (p.global_batch_size <= 0) {
       throw ConfigError(
           fmt::format("{}: batch_size {} must be positive", source, p.global_batch_size));
@@ -149,6 +153,9 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
       throw ConfigError(fmt::format("{}: no measured power limits", source));
     }
     const double optimal_w = j.at("optimal_pl").get<double>();
+    if (!(optimal_w > 0) || optimal_w > kMaxWatts) {
+      throw ConfigError(fmt::format("{}: optimal_pl {} W is not a power limit", source, optimal_w));
+    }
     p.optimal_power_limit_mw = std::llround(optimal_w * 1000.0);
     if (!p.train.contains(p.optimal_power_limit_mw)) {
       throw ConfigError(

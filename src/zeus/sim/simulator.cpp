@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -15,38 +14,6 @@
 #include "zeus/optimize/cost.h"
 
 namespace zeus::sim {
-namespace {
-
-// The jobs of the Zeus paper (spec-optimizer.md): target metric level, epoch limit, b0.
-constexpr std::array kJobs{
-    Job{"cifar100", "shufflenetv2", "adadelta", 0.6, 100, 1024},
-    Job{"imagenet", "resnet50", "adadelta", 0.65, 100, 256},
-    Job{"librispeech", "deepspeech2", "adamw", 40.0, 16, 192},
-    Job{"movielens-1m", "ncf", "adam", 0.41, 100, 1024},
-    Job{"sentiment140", "bert_base_uncased", "adamw", 0.84, 10, 128},
-    Job{"squad", "bert_base_uncased", "adamw", 84.0, 6, 32},
-};
-
-}  // namespace
-
-std::span<const Job> paper_jobs() {
-  return kJobs;
-}
-
-const Job& find_job(std::string_view dataset) {
-  for (const auto& job : kJobs) {
-    if (job.dataset == dataset) {
-      return job;
-    }
-  }
-  std::vector<std::string_view> names;
-  for (const auto& job : kJobs) {
-    names.push_back(job.dataset);
-  }
-  throw ConfigError(fmt::format("unknown workload '{}'; choose one of {} or all", dataset,
-                                fmt::join(names, ", ")));
-}
-
 WorkloadModel::WorkloadModel(std::string gpu, const Job& job, const trace::PowerTrace& power,
                              const trace::TrainTrace& train)
     : gpu_(std::move(gpu)), job_(job) {

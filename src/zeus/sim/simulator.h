@@ -17,20 +17,8 @@
 
 namespace zeus::sim {
 
-// A recurring job as in the Zeus paper.
-struct Job {
-  std::string_view dataset;
-  std::string_view network;
-  std::string_view optimizer;
-  double target_metric;
-  int64_t max_epochs;
-  int64_t default_batch_size;
-};
-
-// cifar100, imagenet, librispeech, movielens-1m, sentiment140, squad.
-std::span<const Job> paper_jobs();
-// Throws ConfigError listing the jobs for an unknown dataset.
-const Job& find_job(std::string_view dataset);
+// A recurring job of the paper: its workload, target and epoch limit (trace/power_trace.h).
+using Job = trace::Workload;
 
 // One GPU's view of one job: the join of the two traces (batch sizes present in both).
 class WorkloadModel {

@@ -16,16 +16,16 @@
 namespace zeus::trace {
 namespace {
 
-// Optimizers and default batch sizes as in the Zeus paper's workloads; training-set sizes of
-// the public datasets (ImageNet-1k train, LibriSpeech 960 h, SQuAD v1.1 train, MovieLens-1M
-// leave-one-out train, Sentiment140 train, CIFAR-100 train).
+// The jobs of the Zeus paper (spec-optimizer.md): optimizer, b0, target and epoch limit; and the
+// training-set sizes of the public datasets (ImageNet-1k train, LibriSpeech 960 h, SQuAD v1.1
+// train, MovieLens-1M leave-one-out train, Sentiment140 train, CIFAR-100 train).
 constexpr std::array kWorkloads{
-    Workload{"cifar100", "shufflenetv2", "adadelta", 1024, 50'000},
-    Workload{"imagenet", "resnet50", "adadelta", 256, 1'281'167},
-    Workload{"librispeech", "deepspeech2", "adamw", 192, 281'241},
-    Workload{"movielens-1m", "ncf", "adam", 1024, 994'169},
-    Workload{"sentiment140", "bert_base_uncased", "adamw", 128, 1'600'000},
-    Workload{"squad", "bert_base_uncased", "adamw", 32, 87'599},
+    Workload{"cifar100", "shufflenetv2", "adadelta", 1024, 50'000, 0.6, 100},
+    Workload{"imagenet", "resnet50", "adadelta", 256, 1'281'167, 0.65, 100},
+    Workload{"librispeech", "deepspeech2", "adamw", 192, 281'241, 40.0, 16},
+    Workload{"movielens-1m", "ncf", "adam", 1024, 994'169, 0.41, 100},
+    Workload{"sentiment140", "bert_base_uncased", "adamw", 128, 1'600'000, 0.84, 10},
+    Workload{"squad", "bert_base_uncased", "adamw", 32, 87'599, 84.0, 6},
 };
 
 constexpr std::array<std::string_view, 4> kGpuModels{"a40", "p100", "rtx6000", "v100"};
@@ -135,10 +135,14 @@ PowerTrace PowerTrace::parse(std::string_view text, std::string_view source) {
                       table.as_int(i, c_pl),
                       table.as_double(i, c_time),
                       table.as_double(i, c_power)};
-    if (row.batch_size <= 0 || row.power_limit_w <= 0 || row.time_per_epoch_s <= 0 ||
-        row.average_power_w <= 0) {
+    // Bounds far beyond any real GPU keep later unit conversions (W -> mW) from overflowing.
+    if (row.batch_size <= 0 || row.batch_size > 1'000'000'000 || row.power_limit_w <= 0 ||
+        row.power_limit_w > 100'000 || row.time_per_epoch_s <= 0 || row.time_per_epoch_s > 1e9 ||
+        row.average_power_w <= 0 || row.average_power_w > 1e5) {
       throw ConfigError(fmt::format(
-          "{}: row {} has a non-positive batch size, limit, time or power", trace.source_, i + 2));
+          "{}: row {}: batch size {}, power limit {} W, time {} s or power {} W is out of range",
+          trace.source_, i + 2, row.batch_size, row.power_limit_w, row.time_per_epoch_s,
+          row.average_power_w));
     }
     trace.rows_.push_back(std::move(row));
   }

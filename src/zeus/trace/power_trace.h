@@ -24,14 +24,17 @@ struct PowerTraceRow {
   double average_power_w = 0;
 };
 
-// A workload of the paper and the facts the traces leave out: the optimizer and batch size Zeus
-// used by default, and the training-set size (to turn time per epoch into time per iteration).
+// A workload of the Zeus paper and the facts the traces leave out: the optimizer, the default
+// batch size b0, the target metric level and epoch limit of the recurring job, and the
+// training-set size (to turn time per epoch into time per iteration).
 struct Workload {
   std::string_view dataset;
   std::string_view network;
   std::string_view optimizer;
   int64_t default_batch_size;
   int64_t train_samples;
+  double target_metric;  // e.g. accuracy 0.6, or WER 40.0 / F1 84.0 as the trace records them
+  int64_t max_epochs;
 };
 
 // The six workloads of the traces. Throws ConfigError listing them for an unknown name.

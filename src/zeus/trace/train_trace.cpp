@@ -51,7 +51,7 @@ TrainTrace TrainTrace::parse(std::string_view text, std::string_view source) {
     const std::string& epoch = r[c_epoch];
     if (!epoch.empty() && !iequals(epoch, "nan")) {
       const double e = table.as_double(i, c_epoch);
-      if (e < 0 || e != std::floor(e)) {
+      if (e < 0 || e > 1e6 || e != std::floor(e)) {
         throw ConfigError(
             fmt::format("{}: row {}: target_epoch '{}' must be a whole number >= 0 "
                         "or nan",
