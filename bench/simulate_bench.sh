@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build/release}
 if [[ ! -x bench/.venv/bin/python ]]; then
   python3 -m venv bench/.venv
-  bench/.venv/bin/pip install -q numpy pandas scikit-learn
+  # zeus-ml 0.4.0 pins pandas 1.4.2 (no Python 3.11 wheel); 1.5.3 is the closest that installs.
+  bench/.venv/bin/pip install -q "numpy<2" "pandas==1.5.3" scikit-learn
   bench/.venv/bin/pip install -q --no-deps zeus-ml==0.4.0
 fi
 out=$(mktemp)

@@ -10,6 +10,7 @@ our Default baseline, and the wall time of its simulations alone (CSV loading ex
 import csv
 import sys
 import time
+import warnings
 from collections import defaultdict
 
 import pandas as pd
@@ -28,6 +29,7 @@ JOBS = {  # as in spec-optimizer.md
 
 
 def main() -> None:
+    warnings.simplefilter("ignore", FutureWarning)  # pandas 1.5 on zeus-ml 0.4.0's groupby
     ours_path, trace_dir = sys.argv[1], sys.argv[2]
     rows = list(csv.DictReader(open(ours_path)))
     train = pd.read_csv(f"{trace_dir}/summary_train.csv")

@@ -384,6 +384,21 @@ TEST(BatchSizeOptimizer, ThompsonExploresEachArmTwiceThenExploitsReproducibly) {
   EXPECT_THROW(d.replay(wrong), ConfigError);
 }
 
+// A reaching try's reward is its own cost; the threshold uses its whole recurrence's cost, so a
+// batch size is not blamed for another one's failure earlier in the same recurrence.
+TEST(BatchSizeOptimizer, RecurrenceCostSetsTheThresholdNotTheReward) {
+  auto bso = five_sizes();
+  bso.next_batch_size();
+  bso.observe({32, 10, true, 0});
+  EXPECT_DOUBLE_EQ(bso.min_cost(), 10);
+  bso.next_batch_size();  // 16
+  bso.observe({16, 6, true, 25});
+  EXPECT_DOUBLE_EQ(bso.min_cost(), 10) << "16's recurrence cost 25 in all";
+  EXPECT_DOUBLE_EQ(bso.posterior(16)->first, -6);
+  const auto back = observation_from_json_line(to_json_line({16, 6, true, 25}), "h:1");
+  EXPECT_DOUBLE_EQ(back.recurrence_cost, 25);
+}
+
 TEST(BatchSizeOptimizer, RejectsBadOptions) {
   EXPECT_THROW(BatchSizeOptimizer({.batch_sizes = {}, .default_batch_size = 1}), ConfigError);
   EXPECT_THROW(BatchSizeOptimizer({.batch_sizes = {8, 16}, .default_batch_size = 32}), ConfigError);

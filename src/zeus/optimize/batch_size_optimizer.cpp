@@ -19,18 +19,21 @@
 namespace zeus::optimize {
 
 std::string to_json_line(const BatchSizeObservation& obs) {
-  return nlohmann::json{
-             {"batch_size", obs.batch_size}, {"cost", obs.cost}, {"reached", obs.reached}}
-             .dump() +
-         "\n";
+  nlohmann::json j{{"batch_size", obs.batch_size}, {"cost", obs.cost}, {"reached", obs.reached}};
+  if (obs.recurrence_cost != 0) {
+    j["recurrence_cost"] = obs.recurrence_cost;
+  }
+  return j.dump() + "\n";
 }
 
 BatchSizeObservation observation_from_json_line(std::string_view line, std::string_view where) {
   try {
     const auto j = nlohmann::json::parse(line);
     BatchSizeObservation obs{json_int(j.at("batch_size"), fmt::format("{}: batch_size", where)),
-                             j.at("cost").get<double>(), j.at("reached").get<bool>()};
-    if (obs.batch_size <= 0 || !std::isfinite(obs.cost) || obs.cost < 0) {
+                             j.at("cost").get<double>(), j.at("reached").get<bool>(),
+                             j.value("recurrence_cost", 0.0)};
+    if (obs.batch_size <= 0 || !std::isfinite(obs.cost) || obs.cost < 0 ||
+        !std::isfinite(obs.recurrence_cost) || obs.recurrence_cost < 0) {
       throw ConfigError(fmt::format("{}: batch size {} or cost {} out of range", where,
                                     obs.batch_size, obs.cost));
     }
@@ -195,7 +198,7 @@ void BatchSizeOptimizer::observe(const BatchSizeObservation& obs) {
   history_.push_back(obs);
   rewards_[obs.batch_size].push_back(-obs.cost);
   if (obs.reached) {
-    min_cost_ = std::min(min_cost_, obs.cost);
+    min_cost_ = std::min(min_cost_, obs.recurrence_cost != 0 ? obs.recurrence_cost : obs.cost);
   }
   if (stage_ != Stage::kPruning) {
     return;

@@ -25,12 +25,15 @@ struct BatchSizeOptimizerOptions {
   int explorations_per_arm = 2;
 };
 
-// The outcome of one try: its cost (for a try that reached the target: the cost summed over all
-// tries of its recurrence), and whether it reached the target.
+// The outcome of one try. `cost` is that try's own cost: the Thompson reward is -cost, so a
+// batch size is not blamed for the failures of other batch sizes tried before it in the same
+// recurrence. `recurrence_cost` is, for a try that reached the target, the cost summed over all
+// tries of its recurrence: min_cost (and so the early-stop threshold) uses it; 0 means `cost`.
 struct BatchSizeObservation {
   int64_t batch_size = 0;
   double cost = 0;
   bool reached = false;
+  double recurrence_cost = 0;
 };
 
 std::string to_json_line(const BatchSizeObservation& obs);
@@ -61,7 +64,7 @@ class BatchSizeOptimizer {
   int pruning_round() const { return round_; }
   // The batch sizes left for Thompson sampling (set when pruning ends).
   const std::vector<int64_t>& arms() const { return arms_; }
-  // Lowest cost that reached the target so far (infinity before any).
+  // Lowest recurrence cost that reached the target so far (infinity before any).
   double min_cost() const { return min_cost_; }
   // beta * min_cost(): the early-stop threshold for the next run.
   double cost_threshold() const;

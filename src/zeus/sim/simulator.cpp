@@ -216,7 +216,7 @@ SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& o
       rec.batch_size = bs;
       rec.power_limit_w = pl;
       rec.reached = reached;
-      bso.observe({bs, reached ? cost_so_far : cost.cost(e, t), reached});
+      bso.observe({bs, cost.cost(e, t), reached, reached ? cost_so_far : 0.0});
     }
     rec.cost = cost_so_far;
     result.zeus_energy_j += rec.energy_j;

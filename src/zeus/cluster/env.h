@@ -1,0 +1,69 @@
+// Who am I in a distributed job: rank, local rank, world size, node and master address, detected
+// from whatever launched the process (torchrun / `zeus run`, the legacy launcher's --local_rank,
+// Slurm, Open MPI, or nothing). zeus_core, no libtorch: the launcher and the distributed runtime
+// (zeus_torch dist/) share this one detection.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::cluster {
+
+enum class EnvSource { kExplicit, kTorchrun, kLegacyLocalRank, kSlurm, kOpenMpi, kSingle };
+
+struct Env {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  int node_rank = 0;
+  std::string master_addr;  // empty for a single process
+  int master_port = 0;
+  EnvSource source = EnvSource::kSingle;
+
+  bool is_master() const { return rank == 0; }
+  bool is_local_master() const { return local_rank == 0; }
+  // e.g. "rank 3/8 (local 1/4, node 1) from Slurm, master gpu01:29500".
+  std::string describe() const;
+};
+
+// What a program states itself (highest precedence); unset fields come from the environment.
+struct EnvOptions {
+  std::optional<int> rank;
+  std::optional<int> local_rank;
+  std::optional<int> world_size;
+  std::optional<int> local_world_size;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  // The legacy launcher's --local_rank value (see take_local_rank_arg).
+  std::optional<int> legacy_local_rank;
+};
+
+// Reads one environment variable; the default reads the process environment. Tests inject maps.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+std::optional<std::string> process_env(std::string_view name);
+
+// Detects in order: explicit options, torchrun variables, --local_rank, Slurm, Open MPI, single
+// process. Throws ConfigError naming the variable and its value for non-numeric or inconsistent
+// values (rank >= world size, no master address for world size > 1, ...).
+Env detect_env(const EnvOptions& options = {}, const EnvLookup& lookup = process_env);
+
+// Finds and removes `--local_rank=N`, `--local_rank N`, `--local-rank=N` or `--local-rank N`
+// from args (what torch.distributed.launch passes). Throws ConfigError for a bad value.
+std::optional<int> take_local_rank_arg(std::vector<std::string>& args);
+
+// Slurm's compressed host lists: "gpu[01-04,07],cpu3" -> gpu01 gpu02 gpu03 gpu04 gpu07 cpu3;
+// several bracket groups multiply ("r[1-2]n[1-2]"). Throws ConfigError for a malformed list.
+std::vector<std::string> expand_slurm_nodelist(std::string_view list);
+// SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE: "4(x2),3" -> 4 4 3.
+std::vector<int> expand_slurm_tasks_per_node(std::string_view list);
+
+// The rendezvous port a Slurm job uses when MASTER_PORT is unset: derived from the job id so
+// every task of the job agrees without talking (in 15000-34999).
+int slurm_default_port(std::string_view job_id);
+
+}  // namespace zeus::cluster
