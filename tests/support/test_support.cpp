@@ -1,10 +1,13 @@
 #include "test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +119,21 @@ std::vector<std::pair<int, int64_t>> FakeNvml::limit_history() const {
   return out;
 }
 
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error("cannot find a free port on 127.0.0.1");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 FakeRapl::FakeRapl() {
   add_zone("intel-rapl:0", "package-0", 1000, 10'000);
   add_zone("intel-rapl:0/intel-rapl:0:0", "core", 5, 10'000);
@@ -138,7 +156,8 @@ void FakeRapl::set(const std::string& rel, int64_t energy_uj) {
 
 namespace {
 
-pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+            const std::map<std::string, std::string>& env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -149,8 +168,23 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
     args.push_back(const_cast<char*>(a.c_str()));
   }
   args.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (!env.contains(entry.substr(0, entry.find('=')))) {
+      env_strings.push_back(entry);
+    }
+  }
+  for (const auto& [name, value] : env) {
+    env_strings.push_back(name + "=" + value);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_strings) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     throw std::runtime_error("posix_spawn " + argv[0] + " failed: " + std::to_string(rc));
@@ -201,12 +235,12 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::sec
   return result;
 }
 
-Child::Child(const std::vector<std::string>& argv) {
+Child::Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe2 failed");
   }
-  pid_ = spawn(argv, fds[1], 2);
+  pid_ = spawn(argv, fds[1], 2, env);
   ::close(fds[1]);
   out_fd_ = fds[0];
 }

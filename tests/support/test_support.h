@@ -73,6 +73,9 @@ class FakeNvml {
   std::optional<ScopedEnv> state_env_;
 };
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+int free_port();
+
 // Four A40s with distinct UUIDs GPU-00000000-...-00000000000<i>.
 std::vector<FakeGpu> four_a40s();
 
@@ -104,7 +107,9 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 // A child process with stdout on a pipe; killed (SIGKILL) on destruction if still running.
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& argv);
+  // `env` adds to (or overrides) this process's environment for the child.
+  explicit Child(const std::vector<std::string>& argv,
+                 const std::map<std::string, std::string>& env = {});
   ~Child();
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;

@@ -1,0 +1,55 @@
+#include "zeus/dist/sync_model.h"
+
+#include <torch/nn/module.h>
+
+#include <map>
+
+#include "zeus/dist/context.h"
+
+namespace zeus::dist {
+namespace {
+
+// Flattens same-dtype tensors into one buffer, runs the collective on it, and copies back.
+void sync_flat(Context& ctx, const std::vector<at::Tensor>& tensors, bool average) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) {
+    by_dtype[t.scalar_type()].push_back(t);
+  }
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat_parts;
+    flat_parts.reserve(group.size());
+    for (const auto& t : group) {
+      flat_parts.push_back(t.detach().reshape({-1}));
+    }
+    std::vector<at::Tensor> flat{at::cat(flat_parts)};
+    const bool can_average = average && at::isFloatingType(dtype);
+    if (can_average) {
+      ctx.backend()->all_reduce_sum(flat);
+      flat[0].div_(ctx.world_size());
+    } else {
+      ctx.backend()->broadcast(flat, 0);
+    }
+    int64_t offset = 0;
+    for (auto& t : group) {
+      const int64_t n = t.numel();
+      t.detach().copy_(flat[0].narrow(0, offset, n).view_as(t));
+      offset += n;
+    }
+  }
+}
+
+}  // namespace
+
+void sync_model(Context& ctx, torch::nn::Module& module, const SyncModelOptions& options) {
+  if (ctx.world_size() == 1) {
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  sync_flat(ctx, module.parameters(), options.reduce_parameters);
+  const auto buffers = module.buffers();
+  if (!buffers.empty()) {
+    sync_flat(ctx, buffers, options.reduce_buffers);
+  }
+}
+
+}  // namespace zeus::dist

@@ -1,0 +1,152 @@
+// The distributed runtime: the sampler (pure), a single-process context, and real multi-process
+// jobs of 2 and 4 ranks on 127.0.0.1, including a peer that dies.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include "support/test_support.h"
+#include "zeus/common/errors.h"
+#include "zeus/dist/context.h"
+#include "zeus/dist/distributed_sampler.h"
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace zeus::dist {
+namespace {
+
+std::vector<int64_t> shard(int64_t n, int64_t world, int64_t rank, bool shuffle, bool drop_last,
+                           int64_t epoch = 0) {
+  DistributedSampler s(n, {world, rank, shuffle, 42, drop_last});
+  s.set_epoch(epoch);
+  return s.indices();
+}
+
+TEST(DistributedSampler, PythonSemanticsWithoutShuffle) {
+  // 10 samples on 3 ranks: padded to 12 with 0, 1; rank r takes r, r + 3, ...
+  EXPECT_THAT(shard(10, 3, 0, false, false), ElementsAre(0, 3, 6, 9));
+  EXPECT_THAT(shard(10, 3, 1, false, false), ElementsAre(1, 4, 7, 0));
+  EXPECT_THAT(shard(10, 3, 2, false, false), ElementsAre(2, 5, 8, 1));
+  // drop_last: 9 samples, 3 each.
+  EXPECT_THAT(shard(10, 3, 2, false, true), ElementsAre(2, 5, 8));
+  // Fewer samples than ranks: padding repeats as often as needed.
+  EXPECT_THAT(shard(2, 4, 3, false, false), ElementsAre(1));
+  EXPECT_TRUE(shard(2, 4, 3, false, true).empty());
+}
+
+TEST(DistributedSampler, ShardsAreDisjointAndCoverTheDataset) {
+  for (const bool drop_last : {false, true}) {
+    for (const int64_t world : {2, 3, 4}) {
+      std::multiset<int64_t> seen;
+      size_t per_rank = 0;
+      for (int64_t r = 0; r < world; ++r) {
+        const auto mine = shard(103, world, r, true, drop_last, 5);
+        per_rank = r == 0 ? mine.size() : per_rank;
+        EXPECT_EQ(mine.size(), per_rank) << "equal shards";
+        seen.insert(mine.begin(), mine.end());
+      }
+      const std::set<int64_t> distinct(seen.begin(), seen.end());
+      if (drop_last) {
+        EXPECT_EQ(distinct.size(), seen.size()) << "disjoint, world " << world;
+        EXPECT_EQ(seen.size(), 103 / world * world);
+      } else {
+        EXPECT_EQ(distinct.size(), 103u) << "covers, world " << world;
+        EXPECT_LT(seen.size() - distinct.size(), static_cast<size_t>(world)) << "only padding";
+      }
+    }
+  }
+}
+
+TEST(DistributedSampler, EpochReshufflesDeterministically) {
+  EXPECT_EQ(shard(50, 2, 0, true, false, 3), shard(50, 2, 0, true, false, 3));
+  EXPECT_NE(shard(50, 2, 0, true, false, 3), shard(50, 2, 0, true, false, 4));
+  EXPECT_THROW(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), ConfigError);
+}
+
+TEST(Context, SingleProcessNeedsNoStore) {
+  test::ScopedEnv rank("RANK", std::nullopt);
+  test::ScopedEnv slurm("SLURM_PROCID", std::nullopt);
+  test::ScopedEnv ompi("OMPI_COMM_WORLD_RANK", std::nullopt);
+  auto ctx = init();
+  EXPECT_EQ(ctx->world_size(), 1);
+  EXPECT_TRUE(is_master());
+  EXPECT_EQ(ctx->all_reduce_mean(3.5), 3.5);
+  ctx->barrier();
+  EXPECT_EQ(ctx->backend(), nullptr);
+}
+
+// Runs `world` workers of a scenario; returns each rank's result and stdout key=values.
+struct RankResult {
+  test::ProcessResult process;
+  std::map<std::string, std::string> values;
+};
+
+std::vector<RankResult> run_job(const std::string& scenario, int world) {
+  const int port = test::free_port();
+  std::vector<std::unique_ptr<test::Child>> children;
+  for (int r = 0; r < world; ++r) {
+    children.push_back(std::make_unique<test::Child>(
+        std::vector<std::string>{ZEUS_DIST_WORKER_PATH, scenario},
+        std::map<std::string, std::string>{{"RANK", std::to_string(r)},
+                                           {"LOCAL_RANK", std::to_string(r)},
+                                           {"WORLD_SIZE", std::to_string(world)},
+                                           {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", std::to_string(port)},
+                                           {"OMP_NUM_THREADS", "1"}}));
+  }
+  std::vector<RankResult> results;
+  for (auto& child : children) {
+    RankResult r{child->wait(), {}};
+    static const std::regex kv(R"(([a-z_]+)=(.*))");
+    std::istringstream in(r.process.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_match(line, m, kv)) {
+        r.values[m[1]] = m[2];
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+TEST(MultiProcess, CollectivesOnTwoAndFourRanks) {
+  for (const int world : {2, 4}) {
+    const auto results = run_job("collectives", world);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(results[r].process.exit_code, 0) << "rank " << r << ": " << results[r].process.out;
+      EXPECT_DOUBLE_EQ(std::stod(results[r].values.at("mean")), (world - 1) / 2.0);
+      EXPECT_DOUBLE_EQ(std::stod(results[r].values.at("max")), world - 1);
+      EXPECT_EQ(results[r].values.at("master"), r == 0 ? "1" : "0");
+    }
+  }
+}
+
+TEST(MultiProcess, SyncModelMakesReplicasEqual) {
+  const auto results = run_job("sync_model", 2);
+  ASSERT_EQ(results[0].process.exit_code, 0) << results[0].process.out;
+  ASSERT_EQ(results[1].process.exit_code, 0) << results[1].process.out;
+  EXPECT_NE(results[0].values.at("before"), results[1].values.at("before"));
+  EXPECT_EQ(results[0].values.at("after"), results[1].values.at("after"));
+  EXPECT_EQ(results[1].values.at("after"), results[0].values.at("before")) << "master's weights";
+}
+
+TEST(MultiProcess, DeadPeerFailsTheSurvivorWithinTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  auto results = run_job("peer_dies", 2);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(results[1].process.exit_code, 0);
+  EXPECT_EQ(results[0].process.exit_code, 1) << results[0].process.out;
+  EXPECT_THAT(results[0].values["error"], HasSubstr("all_reduce"));
+  EXPECT_THAT(results[0].values["error"], HasSubstr("rank 0/2"));
+  EXPECT_LT(took, 30s) << "must fail within the (5 s) collective timeout, not hang";
+}
+
+}  // namespace
+}  // namespace zeus::dist
