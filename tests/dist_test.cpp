@@ -137,6 +137,20 @@ TEST(MultiProcess, SyncModelMakesReplicasEqual) {
   EXPECT_EQ(results[1].values.at("after"), results[0].values.at("before")) << "master's weights";
 }
 
+// After steps on different data (one with gradient accumulation under no_sync), every replica
+// holds the same parameters, equal to one process trained on the union of the data.
+TEST(MultiProcess, GradientSyncMatchesSingleProcessOnTheUnion) {
+  for (const int world : {2, 4}) {
+    const auto results = run_job("gradient_sync", world);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(results[r].process.exit_code, 0) << "rank " << r << ": " << results[r].process.out;
+      EXPECT_LT(std::stod(results[r].values.at("max_diff")), 1e-6) << "rank " << r;
+      EXPECT_GT(std::stoi(results[r].values.at("buckets")), 1);
+      EXPECT_EQ(results[r].values.at("checksum"), results[0].values.at("checksum"));
+    }
+  }
+}
+
 TEST(MultiProcess, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   auto results = run_job("peer_dies", 2);

@@ -21,6 +21,17 @@ struct Backend::Impl {
                        ::getpid());
   }
 
+  [[noreturn]] void fail(const char* collective, const std::exception& e) const {
+    std::string what = e.what();
+    if (const size_t nl = what.find('\n'); nl != std::string::npos) {
+      what.resize(nl);  // c10 appends a C++ backtrace
+    }
+    throw PeerFailed(fmt::format(
+        "{}: {} failed: {}; a peer rank probably died or is stuck (check its log), or the "
+        "collective timed out",
+        where(), collective, what));
+  }
+
   // Runs a collective and waits; converts c10 errors into DistError naming rank and collective.
   template <typename F>
   void run(const char* collective, F start) {
@@ -28,17 +39,31 @@ struct Backend::Impl {
       c10::intrusive_ptr<c10d::Work> work = start();
       work->wait();
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (const size_t nl = what.find('\n'); nl != std::string::npos) {
-        what.resize(nl);  // c10 appends a C++ backtrace
-      }
-      throw PeerFailed(fmt::format(
-          "{}: {} failed: {}; a peer rank probably died or is stuck (check its log), or the "
-          "collective timed out",
-          where(), collective, what));
+      fail(collective, e);
     }
   }
 };
+
+namespace {
+
+class PendingWork final : public Backend::Pending {
+ public:
+  PendingWork(const Backend::Impl* impl, c10::intrusive_ptr<c10d::Work> work)
+      : impl_(impl), work_(std::move(work)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      impl_->fail("all_reduce (gradient bucket)", e);
+    }
+  }
+
+ private:
+  const Backend::Impl* impl_;
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+}  // namespace
 
 Backend::Backend(const cluster::Env& env, const BackendOptions& options)
     : impl_(std::make_unique<Impl>()) {
@@ -96,6 +121,14 @@ void Backend::broadcast(std::vector<at::Tensor>& tensors, int root) {
 
 void Backend::all_reduce_sum(std::vector<at::Tensor>& tensors) {
   impl_->run("all_reduce", [&] { return impl_->group->allreduce(tensors); });
+}
+
+std::unique_ptr<Backend::Pending> Backend::start_all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  try {
+    return std::make_unique<PendingWork>(impl_.get(), impl_->group->allreduce(tensors));
+  } catch (const std::exception& e) {
+    impl_->fail("all_reduce (gradient bucket)", e);
+  }
 }
 
 }  // namespace zeus::dist

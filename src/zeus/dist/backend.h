@@ -43,8 +43,18 @@ class Backend {
   // In place: every tensor becomes the sum over ranks.
   void all_reduce_sum(std::vector<at::Tensor>& tensors);
 
+  // An all-reduce running in the background; wait() finishes it (and throws its error).
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+  };
+  // Starts all_reduce_sum without waiting. The tensors must stay alive until wait().
+  std::unique_ptr<Pending> start_all_reduce_sum(std::vector<at::Tensor>& tensors);
+
+  struct Impl;  // opaque: the c10d objects
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
