@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 
@@ -58,6 +60,29 @@ TEST(DistributedSampler, ShardsAreDisjointAndCoverTheDataset) {
         EXPECT_LT(seen.size() - distinct.size(), static_cast<size_t>(world)) << "only padding";
       }
     }
+  }
+}
+
+// Index sequences recorded from PyTorch's Python DistributedSampler
+// (tests/gen_sampler_reference.py).
+TEST(DistributedSampler, MatchesPyTorchPythonExactly) {
+  std::ifstream in(ZEUS_SAMPLER_REFERENCE);
+  ASSERT_TRUE(in) << ZEUS_SAMPLER_REFERENCE;
+  const auto reference = nlohmann::json::parse(in);
+  ASSERT_GE(reference["cases"].size(), 9u);
+  for (const auto& c : reference["cases"]) {
+    DistributedSampler sampler(
+        c["n"].get<int64_t>(),
+        {c["world"].get<int64_t>(), c["rank"].get<int64_t>(), c["shuffle"].get<bool>(),
+         c["seed"].get<uint64_t>(), c["drop_last"].get<bool>()});
+    sampler.set_epoch(c["epoch"].get<int64_t>());
+    const auto mine = sampler.indices();
+    ASSERT_EQ(mine.size(), c["len"].get<size_t>()) << c.dump();
+    const auto expected = c["indices"].get<std::vector<int64_t>>();
+    EXPECT_EQ(
+        std::vector(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(expected.size())),
+        expected)
+        << c.dump();
   }
 }
 
