@@ -176,6 +176,27 @@ TEST(MultiProcess, GradientSyncMatchesSingleProcessOnTheUnion) {
   }
 }
 
+TEST(Spawn, StartsWorkersFromInsideTheProgram) {
+  test::ScopedEnv rank("RANK", std::nullopt);
+  test::ScopedEnv world("WORLD_SIZE", std::nullopt);
+  const auto r = test::run_process({ZEUS_DIST_WORKER_PATH, "spawn"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* line :
+       {"spawn_rank=0 mean=1.000000", "spawn_rank=1 mean=1.000000", "spawn_rank=2 mean=1.000000"}) {
+    EXPECT_THAT(r.out, HasSubstr(line));
+  }
+}
+
+TEST(Spawn, FirstFailureIsReportedWithItsRankAndStopsTheOthers) {
+  test::ScopedEnv rank("RANK", std::nullopt);
+  test::ScopedEnv world("WORLD_SIZE", std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = test::run_process({ZEUS_DIST_WORKER_PATH, "spawn_fail"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("spawned worker rank 1"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 TEST(MultiProcess, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   auto results = run_job("peer_dies", 2);

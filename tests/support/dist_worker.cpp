@@ -16,6 +16,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/dist/context.h"
 #include "zeus/dist/gradient_sync.h"
+#include "zeus/dist/spawn.h"
 #include "zeus/dist/sync_model.h"
 
 namespace {
@@ -107,6 +108,16 @@ int main(int argc, char** argv) {
   }
   const std::string scenario = argv[1];
   try {
+    if (scenario == "spawn" || scenario == "spawn_fail") {
+      // No launcher: the program starts its own three workers.
+      return zeus::dist::spawn({.nprocs = 3}, [&](zeus::dist::Context& ctx) {
+        if (scenario == "spawn_fail" && ctx.rank() == 1) {
+          throw zeus::Error("rank 1 fails on purpose");
+        }
+        std::printf("spawn_rank=%d mean=%.6f\n", ctx.rank(), ctx.all_reduce_mean(ctx.rank()));
+        std::fflush(stdout);
+      });
+    }
     zeus::dist::InitOptions options;
     options.backend.store_timeout = std::chrono::seconds(20);
     options.backend.collective_timeout = std::chrono::seconds(5);

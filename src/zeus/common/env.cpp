@@ -10,8 +10,8 @@
 namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
-  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir, kEnvSimGpus,
-                                   kEnvSimState,    kEnvRaplRoot, kEnvLogLevel};
+  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir, kEnvSimGpus,    kEnvSimState,
+                                   kEnvRaplRoot,    kEnvLogLevel, kEnvSpawnWorker};
   return kAll;
 }
 

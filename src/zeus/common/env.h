@@ -27,6 +27,8 @@ inline constexpr EnvVar kEnvSimState{
     "State file shared by the simulated GPUs of one node (created by the first process)"};
 inline constexpr EnvVar kEnvRaplRoot{"ZEUS_RAPL_ROOT", "/sys/class/powercap",
                                      "Root of the powercap sysfs tree read for CPU energy"};
+inline constexpr EnvVar kEnvSpawnWorker{"ZEUS_SPAWN_WORKER", "",
+                                        "Set by zeus::dist::spawn in the workers it re-executes"};
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
 

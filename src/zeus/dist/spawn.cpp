@@ -1,0 +1,149 @@
+#include "zeus/dist/spawn.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+#include "zeus/dist/context.h"
+
+extern char** environ;
+
+namespace zeus::dist {
+namespace {
+
+int free_loopback_port() {
+  const int fd = check_posix(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket", "TCP");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) {
+    throw DistError("spawn: cannot find a free TCP port on 127.0.0.1");
+  }
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string> own_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  size_t start = 0;
+  while (start < all.size()) {
+    const size_t end = all.find('\0', start);
+    args.push_back(all.substr(start, end - start));
+    start = end == std::string::npos ? all.size() : end + 1;
+  }
+  return args;
+}
+
+pid_t start_worker(const std::vector<std::string>& args,
+                   const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (!extra.contains(entry.substr(0, entry.find('=')))) {
+      env.push_back(entry);
+    }
+  }
+  for (const auto& [k, v] : extra) {
+    env.push_back(k + "=" + v);
+  }
+  std::vector<char*> argv;
+  for (const auto& a : args) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : env) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data());
+  if (rc != 0) {
+    throw_posix_error("spawning worker", "/proc/self/exe", rc);
+  }
+  return pid;
+}
+
+}  // namespace
+
+int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn) {
+  if (get_env(kEnvSpawnWorker)) {
+    auto ctx = init();
+    fn(*ctx);
+    ctx->barrier();  // nobody tears down the store while a peer still needs it
+    return 0;
+  }
+  if (options.nprocs < 1) {
+    throw ConfigError(fmt::format("spawn: nprocs {} must be at least 1", options.nprocs));
+  }
+  const int port = free_loopback_port();
+  const auto args = own_arguments();
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < options.nprocs; ++r) {
+    const std::map<std::string, std::string> env{
+        {"RANK", std::to_string(r)},
+        {"LOCAL_RANK", std::to_string(r)},
+        {"WORLD_SIZE", std::to_string(options.nprocs)},
+        {"LOCAL_WORLD_SIZE", std::to_string(options.nprocs)},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)},
+        {std::string(kEnvSpawnWorker.name), "1"}};
+    rank_of[start_worker(args, env)] = r;
+  }
+  // Note [spawn supervision]: the first worker to fail stops the others (SIGTERM), so a job
+  // never waits on ranks that can no longer finish.
+  std::string failure;
+  while (!rank_of.empty()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      break;
+    }
+    const auto it = rank_of.find(pid);
+    if (it == rank_of.end()) {
+      continue;
+    }
+    const int rank = it->second;
+    rank_of.erase(it);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failure.empty()) {
+      failure = WIFEXITED(status)
+                    ? fmt::format("spawned worker rank {} (pid {}) exited with code {}", rank, pid,
+                                  WEXITSTATUS(status))
+                    : fmt::format("spawned worker rank {} (pid {}) was killed by signal {}", rank,
+                                  pid, WTERMSIG(status));
+      for (const auto& [other, r] : rank_of) {
+        ::kill(other, SIGTERM);
+      }
+    }
+  }
+  if (!failure.empty()) {
+    throw PeerFailed(failure + "; the other workers were stopped; see the failed rank's output");
+  }
+  return 0;
+}
+
+}  // namespace zeus::dist

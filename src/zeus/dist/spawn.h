@@ -1,0 +1,24 @@
+// Starting n workers on this machine from inside a program, as torch.multiprocessing.spawn /
+// --multiprocessing-distributed do.
+#pragma once
+
+#include <functional>
+
+namespace zeus::dist {
+
+class Context;
+
+struct SpawnOptions {
+  int nprocs = 1;
+};
+
+// Re-executes this program (/proc/self/exe, same arguments) nprocs times with torchrun's
+// variables for ranks 0..nprocs-1 on a free loopback port, rather than fork()ing after libtorch
+// started its thread pools (which can deadlock the child). In the parent, returns 0 once every
+// worker succeeded, or throws PeerFailed naming the first worker that failed (its rank and exit
+// code or signal) after stopping the others. In a worker (re-executed with ZEUS_SPAWN_WORKER
+// set), joins the job, runs fn, and returns 0. Use it as `return zeus::dist::spawn(...)` from
+// main, before the program does anything only the parent should do.
+int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn);
+
+}  // namespace zeus::dist
