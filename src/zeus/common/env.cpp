@@ -10,8 +10,9 @@
 namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
-  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir, kEnvSimGpus,    kEnvSimState,
-                                   kEnvRaplRoot,    kEnvLogLevel, kEnvSpawnWorker};
+  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir,     kEnvSimGpus,
+                                   kEnvSimState,    kEnvRaplRoot,     kEnvLogLevel,
+                                   kEnvSpawnWorker, kEnvSpawnErrorDir};
   return kAll;
 }
 

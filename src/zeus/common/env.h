@@ -29,6 +29,9 @@ inline constexpr EnvVar kEnvRaplRoot{"ZEUS_RAPL_ROOT", "/sys/class/powercap",
                                      "Root of the powercap sysfs tree read for CPU energy"};
 inline constexpr EnvVar kEnvSpawnWorker{"ZEUS_SPAWN_WORKER", "",
                                         "Set by zeus::dist::spawn in the workers it re-executes"};
+inline constexpr EnvVar kEnvSpawnErrorDir{
+    "ZEUS_SPAWN_ERROR_DIR", "",
+    "Where zeus::dist::spawn's workers leave the error that ended them"};
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
 
