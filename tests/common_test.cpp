@@ -1,5 +1,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/sink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 
@@ -150,6 +152,23 @@ TEST(SignalPipe, DeliversSignalNumberAndRestoresPreviousAction) {
   struct sigaction after {};
   sigaction(SIGUSR1, nullptr, &after);
   EXPECT_EQ(after.sa_handler, before.sa_handler);
+}
+
+TEST(RankLogging, PrefixesRankAndWritesPerRankFiles) {
+  test::TempDir dir;
+  configure_rank_logging(
+      {.rank = 3, .world_size = 8, .local_master = false, .file = dir / "rank{rank}.log"});
+  EXPECT_EQ(logger().sinks()[0]->level(), spdlog::level::off) << "console only on local masters";
+  logger().warn("hello from a worker");
+  logger().flush();
+  const std::string text = read_file(dir / "rank3.log");
+  EXPECT_THAT(text, HasSubstr("[rank 3/8 "));
+  EXPECT_THAT(text, HasSubstr("hello from a worker"));
+  configure_rank_logging({.rank = 0, .world_size = 8, .local_master = true});
+  EXPECT_NE(logger().sinks()[0]->level(), spdlog::level::off);
+  EXPECT_EQ(logger().sinks().size(), 1u);
+  write_file_atomic(dir / "blocker", "a file, not a directory");
+  EXPECT_THROW(configure_rank_logging({.file = dir / "blocker" / "x.log"}), IoError);
 }
 
 TEST(Assert, ThrowsInternalErrorSayingItIsABug) {

@@ -16,6 +16,8 @@ std::weak_ptr<Context> g_current;
 }  // namespace
 
 Context::Context(const InitOptions& options) : env_(cluster::detect_env(options.env)) {
+  configure_rank_logging({env_.rank, env_.world_size, env_.is_local_master(), options.log_all_ranks,
+                          options.log_file});
   if (env_.world_size > 1) {
     backend_ = std::make_unique<Backend>(env_, options.backend);
   }

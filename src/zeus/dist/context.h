@@ -2,6 +2,7 @@
 // rendezvous store and the process group, and returns the Context every other call uses.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 
 #include "zeus/cluster/env.h"
@@ -12,6 +13,8 @@ namespace zeus::dist {
 struct InitOptions {
   cluster::EnvOptions env;  // explicit values beat the launcher's variables
   BackendOptions backend;
+  bool log_all_ranks = false;      // console logs from every rank, not only local masters
+  std::filesystem::path log_file;  // per-rank log file, "{rank}" replaced; empty: none
 };
 
 // Contract: one per process, made by init(); collectives are called in the same order on every
