@@ -197,6 +197,15 @@ TEST(Spawn, FirstFailureIsReportedWithItsRankAndStopsTheOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
 
+TEST(MultiProcess, PrepareForwardBroadcastsBuffers) {
+  const auto results = run_job("buffers", 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(results[r].process.exit_code, 0) << results[r].process.out;
+    EXPECT_EQ(results[r].values.at("stat_before"), r == 0 ? "3.0" : "6.0");
+    EXPECT_EQ(results[r].values.at("stat_after"), "3.0") << "rank " << r;
+  }
+}
+
 TEST(MultiProcess, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   auto results = run_job("peer_dies", 2);

@@ -135,6 +135,21 @@ int main(int argc, char** argv) {
       ctx->barrier();
     } else if (scenario == "gradient_sync") {
       gradient_sync_scenario(*ctx);
+    } else if (scenario == "buffers") {
+      // A module whose buffer differs per rank; prepare_forward() must make it the master's.
+      struct WithBuffer : torch::nn::Module {
+        WithBuffer(int rank) {
+          weight = register_parameter("weight", torch::ones({2}));
+          stat = register_buffer("stat", torch::full({3}, static_cast<float>(rank + 1)));
+        }
+        torch::Tensor weight;
+        torch::Tensor stat;
+      };
+      auto module = std::make_shared<WithBuffer>(ctx->rank());
+      zeus::dist::GradientSync sync(*ctx, *module, {.broadcast_buffers = true});
+      std::printf("stat_before=%.1f\n", module->stat.sum().item<double>());
+      sync.prepare_forward();
+      std::printf("stat_after=%.1f\n", module->stat.sum().item<double>());
     } else if (scenario == "peer_dies") {
       if (ctx->rank() == 1) {
         ::_exit(0);

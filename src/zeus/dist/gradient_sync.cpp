@@ -11,6 +11,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/dist/context.h"
+#include "zeus/dist/sync_model.h"
 
 namespace zeus::dist {
 
@@ -40,6 +41,7 @@ struct GradientSync::State {
 
   Context& ctx;
   GradientSyncOptions options;
+  std::vector<at::Tensor> buffers;
   std::vector<std::string> names;
   std::vector<at::Tensor> params;
   std::vector<size_t> bucket_of;
@@ -95,6 +97,7 @@ GradientSync::GradientSync(Context& ctx, torch::nn::Module& module, GradientSync
       s.params.push_back(item.value());
     }
   }
+  s.buffers = module.buffers();
   s.ready.assign(s.params.size(), false);
   s.bucket_of.assign(s.params.size(), 0);
   if (ctx.world_size() == 1) {
@@ -143,6 +146,12 @@ GradientSync::GradientSync(Context& ctx, torch::nn::Module& module, GradientSync
 GradientSync::~GradientSync() {
   for (auto& h : state_->hooks) {
     h.accumulator->del_post_hook(h.key);
+  }
+}
+
+void GradientSync::prepare_forward() {
+  if (state_->options.broadcast_buffers) {
+    sync_tensors(state_->ctx, state_->buffers, /*average=*/false);
   }
 }
 

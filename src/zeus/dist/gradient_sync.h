@@ -22,18 +22,24 @@ struct GradientSyncOptions {
   size_t first_bucket_cap_bytes = 1u << 20;
   // Parameters that get no gradient in an iteration count as zero instead of an error.
   bool find_unused_parameters = false;
+  // prepare_forward() broadcasts the module's buffers (e.g. BatchNorm statistics) from the
+  // master, as DDP does before each forward.
+  bool broadcast_buffers = false;
 };
 
-// Contract: construct once after sync_model(); each iteration run forward and backward, then
-// finish() before the optimizer step. Every rank must run the same number of backward passes.
-// Inside a no_sync() scope the backward passes only accumulate locally (gradient accumulation);
-// the next synchronized backward averages the accumulated gradients.
+// Contract: construct once after sync_model(); each iteration call prepare_forward(), run
+// forward and backward, then finish() before the optimizer step. Every rank must run the same
+// number of backward passes. Inside a no_sync() scope the backward passes only accumulate locally
+// (gradient accumulation); the next synchronized backward averages the accumulated gradients.
 class GradientSync {
  public:
   GradientSync(Context& ctx, torch::nn::Module& module, GradientSyncOptions options = {});
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
+
+  // Call before each forward: broadcasts buffers when broadcast_buffers is set. Collective.
+  void prepare_forward();
 
   // Waits for the buckets still in flight, launches any not yet launched, and writes the
   // averaged gradients back to the parameters. Throws Error naming the parameters that got no

@@ -7,10 +7,12 @@
 #include "zeus/dist/context.h"
 
 namespace zeus::dist {
-namespace {
-
 // Flattens same-dtype tensors into one buffer, runs the collective on it, and copies back.
-void sync_flat(Context& ctx, const std::vector<at::Tensor>& tensors, bool average) {
+void sync_tensors(Context& ctx, const std::vector<at::Tensor>& tensors, bool average) {
+  if (ctx.world_size() == 1 || tensors.empty()) {
+    return;
+  }
+  torch::NoGradGuard no_grad;
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
   for (const auto& t : tensors) {
     by_dtype[t.scalar_type()].push_back(t);
@@ -38,18 +40,12 @@ void sync_flat(Context& ctx, const std::vector<at::Tensor>& tensors, bool averag
   }
 }
 
-}  // namespace
-
 void sync_model(Context& ctx, torch::nn::Module& module, const SyncModelOptions& options) {
   if (ctx.world_size() == 1) {
     return;
   }
-  torch::NoGradGuard no_grad;
-  sync_flat(ctx, module.parameters(), options.reduce_parameters);
-  const auto buffers = module.buffers();
-  if (!buffers.empty()) {
-    sync_flat(ctx, buffers, options.reduce_buffers);
-  }
+  sync_tensors(ctx, module.parameters(), options.reduce_parameters);
+  sync_tensors(ctx, module.buffers(), options.reduce_buffers);
 }
 
 }  // namespace zeus::dist
