@@ -16,7 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 
-extern char** environ;
+#include "zeus/common/posix.h"
 
 namespace zeus::test {
 
@@ -163,28 +163,9 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) {
-    args.push_back(const_cast<char*>(a.c_str()));
-  }
-  args.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (!env.contains(entry.substr(0, entry.find('=')))) {
-      env_strings.push_back(entry);
-    }
-  }
-  for (const auto& [name, value] : env) {
-    env_strings.push_back(name + "=" + value);
-  }
-  std::vector<char*> envp;
-  for (auto& e : env_strings) {
-    envp.push_back(e.data());
-  }
-  envp.push_back(nullptr);
+  const ChildArgs child(argv, env);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, child.argv(), child.envp());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     throw std::runtime_error("posix_spawn " + argv[0] + " failed: " + std::to_string(rc));

@@ -24,8 +24,6 @@
 #include "zeus/common/posix.h"
 #include "zeus/dist/context.h"
 
-extern char** environ;
-
 namespace zeus::dist {
 namespace {
 
@@ -59,28 +57,10 @@ std::vector<std::string> own_arguments() {
 
 pid_t start_worker(const std::vector<std::string>& args,
                    const std::map<std::string, std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (!extra.contains(entry.substr(0, entry.find('=')))) {
-      env.push_back(entry);
-    }
-  }
-  for (const auto& [k, v] : extra) {
-    env.push_back(k + "=" + v);
-  }
-  std::vector<char*> argv;
-  for (const auto& a : args) {
-    argv.push_back(const_cast<char*>(a.c_str()));
-  }
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& e : env) {
-    envp.push_back(e.data());
-  }
-  envp.push_back(nullptr);
+  const ChildArgs child(args, extra);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data());
+  const int rc =
+      ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, child.argv(), child.envp());
   if (rc != 0) {
     throw_posix_error("spawning worker", "/proc/self/exe", rc);
   }
