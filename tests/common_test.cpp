@@ -11,6 +11,7 @@
 #include "zeus/common/csv.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/malloc_tuning.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 
@@ -183,3 +184,12 @@ TEST(Assert, ThrowsInternalErrorSayingItIsABug) {
 
 }  // namespace
 }  // namespace zeus
+
+TEST(MallocTuning, AcceptedByGlibcUnlessTheUserSetTunables) {
+  {
+    zeus::test::ScopedEnv unset("GLIBC_TUNABLES", std::nullopt);
+    EXPECT_TRUE(zeus::tune_malloc_for_training());
+  }
+  zeus::test::ScopedEnv user("GLIBC_TUNABLES", "glibc.malloc.tcache_count=7");
+  EXPECT_FALSE(zeus::tune_malloc_for_training());
+}

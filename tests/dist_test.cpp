@@ -176,6 +176,19 @@ TEST(MultiProcess, GradientSyncMatchesSingleProcessOnTheUnion) {
   }
 }
 
+TEST(MultiProcess, UnusedParametersAreZerosOnlyWhenAllowed) {
+  const auto results = run_job("unused_params", 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(results[r].process.exit_code, 0) << "rank " << r << ": " << results[r].process.out;
+    EXPECT_EQ(std::stod(results[r].values.at("b_grad_abs_sum")), 0.0);
+    // d(sum(a(x)))/d(bias) is the batch size, 2, on both ranks.
+    EXPECT_DOUBLE_EQ(std::stod(results[r].values.at("a_bias_grad")), 2.0);
+    const std::string error = results[r].values.at("strict_error");
+    EXPECT_NE(error.find("b.weight"), std::string::npos) << error;
+    EXPECT_NE(error.find("find_unused_parameters"), std::string::npos) << error;
+  }
+}
+
 TEST(Spawn, StartsWorkersFromInsideTheProgram) {
   test::ScopedEnv rank("RANK", std::nullopt);
   test::ScopedEnv world("WORLD_SIZE", std::nullopt);

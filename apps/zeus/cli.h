@@ -6,6 +6,8 @@
 #include <iosfwd>
 #include <string>
 
+#include "zeus/launch/launch_options.h"
+
 namespace zeus::cli {
 
 // Exit codes of every subcommand.
@@ -41,6 +43,10 @@ struct SimulateCommandOptions {
 struct RestoreLimitsCommandOptions {
   std::filesystem::path journal;
 };
+
+// Starts the workers (their output goes to this process's stdout and stderr, prefixed) and
+// returns the exit code of the run.
+int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err);
 
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -2,11 +2,14 @@
 // torchrun's variables. argv[1] names the scenario; results go to stdout as "key=value" lines.
 //   collectives: barrier, all_reduce_mean/max of the rank
 //   sync_model:  a Linear with rank-dependent weights, then sync_model; prints checksums
+//   gradient_sync: GradientSync against one process on the union of the data
+//   unused_params: find_unused_parameters on and off
 //   peer_dies:   rank 1 exits right after init; rank 0's all-reduce must fail, not hang
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <unistd.h>
 
@@ -81,6 +84,12 @@ void gradient_sync_scenario(zeus::dist::Context& ctx) {
   mse(model, rows(ctx.rank(), 4, 4)).backward();
   sync.finish();
   sgd_step(*model);
+  // A third step through libtorch's optimizer, whose zero_grad() detaches .grad in place.
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  optimizer.zero_grad();
+  mse(model, rows(ctx.rank(), 2, 6)).backward();
+  sync.finish();
+  optimizer.step();
 
   auto reference = make_model();
   at::Tensor loss = torch::zeros({});
@@ -95,8 +104,46 @@ void gradient_sync_scenario(zeus::dist::Context& ctx) {
   }
   (loss / world).backward();
   sgd_step(*reference);
+  loss = torch::zeros({});
+  for (int r = 0; r < world; ++r) {
+    loss = loss + mse(reference, rows(r, 2, 6));
+  }
+  (loss / world).backward();
+  sgd_step(*reference);
   std::printf("buckets=%zu\nmax_diff=%.3g\nchecksum=%.9g\n", sync.bucket_count(),
               max_diff(*model, *reference), checksum(*model));
+}
+
+// Parameter `b` never takes part in forward: with find_unused_parameters its gradient is zero
+// and `a`'s is averaged; without, finish() names the parameters.
+void unused_params_scenario(zeus::dist::Context& ctx) {
+  struct TwoHeads : torch::nn::Module {
+    TwoHeads() {
+      a = register_module("a", torch::nn::Linear(4, 1));
+      b = register_module("b", torch::nn::Linear(4, 1));
+    }
+    torch::nn::Linear a{nullptr};
+    torch::nn::Linear b{nullptr};
+  };
+  torch::manual_seed(3);
+  auto model = std::make_shared<TwoHeads>();
+  const auto x = torch::full({2, 4}, static_cast<float>(ctx.rank() + 1));
+  {
+    zeus::dist::GradientSync sync(ctx, *model, {.find_unused_parameters = true});
+    model->a->forward(x).sum().backward();
+    sync.finish();
+    std::printf("b_grad_abs_sum=%.6f\na_bias_grad=%.6f\n",
+                model->b->weight.grad().abs().sum().item<double>(),
+                model->a->bias.grad().item<double>());
+  }
+  zeus::dist::GradientSync strict(ctx, *model);
+  model->a->forward(x).sum().backward();
+  try {
+    strict.finish();
+    std::printf("strict=finished\n");
+  } catch (const zeus::Error& e) {
+    std::printf("strict_error=%s\n", e.what());
+  }
 }
 
 }  // namespace
@@ -135,6 +182,8 @@ int main(int argc, char** argv) {
       ctx->barrier();
     } else if (scenario == "gradient_sync") {
       gradient_sync_scenario(*ctx);
+    } else if (scenario == "unused_params") {
+      unused_params_scenario(*ctx);
     } else if (scenario == "buffers") {
       // A module whose buffer differs per rank; prepare_forward() must make it the master's.
       struct WithBuffer : torch::nn::Module {

@@ -10,9 +10,9 @@
 namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
-  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir,     kEnvSimGpus,
-                                   kEnvSimState,    kEnvRaplRoot,     kEnvLogLevel,
-                                   kEnvSpawnWorker, kEnvSpawnErrorDir};
+  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir,      kEnvSimGpus,
+                                   kEnvSimState,    kEnvRaplRoot,      kEnvLogLevel,
+                                   kEnvSpawnWorker, kEnvSpawnErrorDir, kEnvPython};
   return kAll;
 }
 

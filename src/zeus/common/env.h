@@ -32,6 +32,9 @@ inline constexpr EnvVar kEnvSpawnWorker{"ZEUS_SPAWN_WORKER", "",
 inline constexpr EnvVar kEnvSpawnErrorDir{
     "ZEUS_SPAWN_ERROR_DIR", "",
     "Where zeus::dist::spawn's workers leave the error that ended them"};
+inline constexpr EnvVar kEnvPython{
+    "ZEUS_PYTHON", "python3",
+    "Interpreter `zeus run` starts Python scripts (PROGRAM ending in .py, or -m) with"};
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
 

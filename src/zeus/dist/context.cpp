@@ -6,6 +6,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/malloc_tuning.h"
 
 namespace zeus::dist {
 namespace {
@@ -16,6 +17,9 @@ std::weak_ptr<Context> g_current;
 }  // namespace
 
 Context::Context(const InitOptions& options) : env_(cluster::detect_env(options.env)) {
+  if (options.tune_malloc) {
+    tune_malloc_for_training();
+  }
   configure_rank_logging({env_.rank, env_.world_size, env_.is_local_master(), options.log_all_ranks,
                           options.log_file});
   if (env_.world_size > 1) {

@@ -18,18 +18,24 @@ namespace zeus::dist {
 // Note [gradient buckets]:
 //   1. At construction, parameters are assigned to buckets in reverse registration order (the
 //      order backward produces their gradients), each bucket one dtype and at most its cap.
-//   2. A post-hook on each parameter's AccumulateGrad node runs after the gradient has been
-//      accumulated into .grad; it copies .grad into the bucket's flat buffer and counts it.
-//   3. When a bucket is complete, it and every complete bucket after the last launched one are
+//   2. Each contiguous parameter's .grad is made to share storage with its slot of the bucket's
+//      flat buffer (set_(), not a view: libtorch's zero_grad() detaches .grad in place, which a
+//      view forbids), so backward accumulates straight into the bucket and the averages land
+//      in .grad without copies, as DDP's gradient_as_bucket_view does.
+//   3. A post-hook on each parameter's AccumulateGrad node runs after the gradient has been
+//      accumulated; when .grad no longer shares the slot (the user set it to a new tensor, or
+//      it was undefined and autograd stole the incoming gradient), the hook copies it into the
+//      slot and re-aliases. Then it counts the parameter as ready.
+//   4. When a bucket is complete, it and every complete bucket after the last launched one are
 //      launched, strictly in bucket order, so all ranks issue the same collectives in the same
 //      order even if their hooks fire in a different order.
-//   4. finish() launches what is left (unused parameters as zeros, with
-//      find_unused_parameters), waits for every bucket, divides by the world size, and copies
-//      the averages back into .grad.
+//   5. finish() launches what is left (unused parameters as their current gradient, or zeros
+//      when they have none, with find_unused_parameters), waits for every bucket and divides by
+//      the world size; non-aliased gradients (non-contiguous parameters) are copied back.
 struct GradientSync::State {
   struct Bucket {
-    std::vector<size_t> params;  // indices into State::params
-    std::vector<int64_t> offsets;
+    std::vector<size_t> params;    // indices into State::params
+    std::vector<int64_t> offsets;  // in elements, per slot
     at::Tensor flat;
     size_t ready = 0;
     std::unique_ptr<Backend::Pending> pending;
@@ -45,6 +51,7 @@ struct GradientSync::State {
   std::vector<std::string> names;
   std::vector<at::Tensor> params;
   std::vector<size_t> bucket_of;
+  std::vector<size_t> slot_of;
   std::vector<bool> ready;
   std::vector<Bucket> buckets;
   std::vector<Hooked> hooks;
@@ -63,16 +70,39 @@ struct GradientSync::State {
     }
   }
 
-  void copy_in(size_t i) {
+  at::Tensor slot(size_t i) {
     Bucket& b = buckets[bucket_of[i]];
-    const size_t slot =
-        static_cast<size_t>(std::find(b.params.begin(), b.params.end(), i) - b.params.begin());
+    return b.flat.narrow(0, b.offsets[slot_of[i]], params[i].numel());
+  }
+
+  bool aliased(size_t i) {
     const at::Tensor& grad = params[i].grad();
-    at::Tensor view = b.flat.narrow(0, b.offsets[slot], params[i].numel());
+    return grad.defined() && grad.data_ptr() == slot(i).data_ptr() &&
+           grad.sizes() == params[i].sizes();
+  }
+
+  // Makes .grad share the slot's storage (contiguous parameters only), keeping its value; an
+  // undefined gradient becomes zeros.
+  void alias(size_t i) {
+    at::Tensor& p = params[i];
+    at::Tensor s = slot(i);
+    const at::Tensor& grad = p.grad();
     if (grad.defined()) {
-      view.copy_(grad.reshape({-1}));
+      s.copy_(grad.reshape({-1}));
     } else {
-      view.zero_();
+      s.zero_();
+    }
+    if (!p.is_contiguous()) {
+      return;  // copied in and out instead
+    }
+    at::Tensor g = at::empty({0}, s.options());
+    g.set_(s.storage(), s.storage_offset(), p.sizes(), p.strides());
+    p.mutable_grad() = g;
+  }
+
+  void copy_in(size_t i) {
+    if (!aliased(i)) {
+      alias(i);
     }
   }
 
@@ -100,6 +130,7 @@ GradientSync::GradientSync(Context& ctx, torch::nn::Module& module, GradientSync
   s.buffers = module.buffers();
   s.ready.assign(s.params.size(), false);
   s.bucket_of.assign(s.params.size(), 0);
+  s.slot_of.assign(s.params.size(), 0);
   if (ctx.world_size() == 1) {
     return;  // nothing to average
   }
@@ -123,12 +154,16 @@ GradientSync::GradientSync(Context& ctx, torch::nn::Module& module, GradientSync
     State::Bucket& b = s.buckets.back();
     b.offsets.push_back(b.params.empty() ? 0
                                          : b.offsets.back() + s.params[b.params.back()].numel());
+    s.slot_of[k] = b.params.size();
     b.params.push_back(k);
     s.bucket_of[k] = s.buckets.size() - 1;
   }
   for (auto& b : s.buckets) {
     const at::Tensor& last = s.params[b.params.back()];
     b.flat = at::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
+  }
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.alias(i);
   }
   for (size_t i = 0; i < s.params.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(s.params[i]);
@@ -190,9 +225,12 @@ void GradientSync::finish() {
     b.pending->wait();
     b.pending.reset();
     b.flat.div_(world);
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      at::Tensor& p = s.params[b.params[slot]];
-      const at::Tensor avg = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p);
+    for (size_t i : b.params) {
+      if (s.aliased(i)) {
+        continue;
+      }
+      at::Tensor& p = s.params[i];
+      const at::Tensor avg = s.slot(i).view_as(p);
       if (p.grad().defined()) {
         p.mutable_grad().copy_(avg);
       } else {

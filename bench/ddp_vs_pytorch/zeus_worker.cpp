@@ -1,0 +1,193 @@
+// One rank of the DDP benchmark on zeus-cpp: the small Fashion-MNIST CNN of ddp_peer.py, trained
+// data-parallel with GradientSync (or one flat all-reduce after backward, or no sync at all, to
+// measure what synchronization costs). Started with torchrun's environment by run.py; rank 0
+// prints one JSON line with the measured throughput.
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/functional/pooling.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <CLI/CLI.hpp>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "zeus/data/fashion_mnist.h"
+#include "zeus/dist/backend.h"
+#include "zeus/dist/context.h"
+#include "zeus/dist/distributed_sampler.h"
+#include "zeus/dist/gradient_sync.h"
+#include "zeus/dist/sync_model.h"
+
+namespace F = torch::nn::functional;
+
+// The same network as ddp_peer.py (PyTorch's MNIST example without dropout): 1.2 M parameters.
+struct Net : torch::nn::Module {
+  Net()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3)))),
+        fc1(register_module("fc1", torch::nn::Linear(9216, 128))),
+        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = F::relu(conv1->forward(x));
+    x = F::relu(conv2->forward(x));
+    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2)).flatten(1);
+    x = F::relu(fc1->forward(x));
+    return fc2->forward(x);
+  }
+
+  torch::nn::Conv2d conv1;
+  torch::nn::Conv2d conv2;
+  torch::nn::Linear fc1;
+  torch::nn::Linear fc2;
+};
+
+namespace {
+
+// The baseline GradientSync is measured against: every gradient in one buffer, one blocking
+// all-reduce after backward, no overlap.
+void flat_all_reduce(zeus::dist::Context& ctx, Net& net) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : net.parameters())
+    grads.push_back(p.grad().flatten());
+  std::vector<torch::Tensor> flat{torch::cat(grads)};
+  ctx.backend()->all_reduce_sum(flat);
+  flat[0].div_(ctx.world_size());
+  int64_t offset = 0;
+  for (auto& p : net.parameters()) {
+    const int64_t n = p.numel();
+    p.mutable_grad().view(-1).copy_(flat[0].narrow(0, offset, n));
+    offset += n;
+  }
+}
+
+}  // namespace
+
+static int run(const std::string& sync, int iters, int warmup, int64_t batch_size, int threads,
+               const std::string& data_dir, bool breakdown, double bucket_cap_mb) {
+  torch::set_num_threads(threads);
+  auto ctx = zeus::dist::init();
+  auto train = zeus::data::load_fashion_mnist(zeus::data::Split::kTrain, {.dir = data_dir});
+
+  torch::manual_seed(1 + ctx->rank());  // different weights per rank: sync_model must fix that
+  Net net;
+  zeus::dist::sync_model(*ctx, net);
+  std::unique_ptr<zeus::dist::GradientSync> grad_sync;
+  if (sync == "gradsync") {
+    zeus::dist::GradientSyncOptions options;
+    options.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * (1 << 20));
+    grad_sync = std::make_unique<zeus::dist::GradientSync>(*ctx, net, options);
+  }
+  torch::optim::SGD optimizer(net.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+
+  zeus::dist::DistributedSampler sampler(
+      train.size(), {.num_replicas = ctx->world_size(), .rank = ctx->rank(), .seed = 0});
+  std::vector<int64_t> order;
+  size_t cursor = 0;
+  int64_t epoch = 0;
+  auto next_batch = [&] {
+    if (cursor + batch_size > order.size()) {
+      sampler.set_epoch(epoch++);
+      order = sampler.indices();
+      cursor = 0;
+    }
+    auto index = torch::from_blob(order.data() + cursor, {batch_size}, torch::kLong);
+    cursor += batch_size;
+    return std::pair{train.images.index_select(0, index), train.labels.index_select(0, index)};
+  };
+
+  double loss_sum = 0;
+  // Seconds per phase, summed over the measured iterations: data, forward, backward, sync, step.
+  std::array<double, 5> phase_s{};
+  auto step = [&] {
+    using Clock = std::chrono::steady_clock;
+    auto t0 = Clock::now();
+    auto lap = [&](size_t phase) {
+      const auto now = Clock::now();
+      phase_s[phase] += std::chrono::duration<double>(now - t0).count();
+      t0 = now;
+    };
+    auto [x, y] = next_batch();
+    lap(0);
+    optimizer.zero_grad();
+    if (grad_sync)
+      grad_sync->prepare_forward();
+    auto loss = F::cross_entropy(net.forward(x), y);
+    lap(1);
+    loss.backward();
+    lap(2);
+    if (grad_sync)
+      grad_sync->finish();
+    if (sync == "flat")
+      flat_all_reduce(*ctx, net);
+    lap(3);
+    optimizer.step();
+    loss_sum += loss.item<double>();
+    lap(4);
+  };
+
+  for (int i = 0; i < warmup; ++i)
+    step();
+  ctx->barrier();
+  loss_sum = 0;
+  phase_s = {};
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i)
+    step();
+  ctx->barrier();
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double mean_loss = ctx->all_reduce_mean(loss_sum / iters);
+  if (breakdown) {
+    std::fprintf(stderr,
+                 "rank %d ms/iter: data %.2f forward %.2f backward %.2f sync %.2f step %.2f\n",
+                 ctx->rank(), phase_s[0] * 1e3 / iters, phase_s[1] * 1e3 / iters,
+                 phase_s[2] * 1e3 / iters, phase_s[3] * 1e3 / iters, phase_s[4] * 1e3 / iters);
+  }
+  if (ctx->is_master()) {
+    std::printf(
+        "{\"side\": \"zeus-cpp\", \"sync\": \"%s\", \"world\": %d, \"iters\": %d, "
+        "\"batch_size\": %lld, \"elapsed_s\": %.6f, \"samples_per_s\": %.3f, \"mean_loss\": "
+        "%.5f}\n",
+        sync.c_str(), ctx->world_size(), iters, static_cast<long long>(batch_size), elapsed_s,
+        static_cast<double>(iters) * static_cast<double>(batch_size) * ctx->world_size() /
+            elapsed_s,
+        mean_loss);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"zeus-cpp side of bench/ddp_vs_pytorch"};
+  std::string sync = "gradsync";
+  int iters = 200;
+  int warmup = 20;
+  int64_t batch_size = 64;
+  int threads = 1;
+  std::string data_dir = zeus::data::kFashionMnistDir;
+  app.add_option("--sync", sync, "gradsync | flat | none")
+      ->check(CLI::IsMember({"gradsync", "flat", "none"}));
+  app.add_option("--iters", iters, "measured iterations per rank")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "iterations before the clock starts");
+  app.add_option("--batch-size", batch_size, "per rank")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "intra-op threads")->check(CLI::PositiveNumber);
+  app.add_option("--data", data_dir, "directory with the Fashion-MNIST IDX files");
+  double bucket_cap_mb = 25;
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "GradientSync's bucket cap (MiB)");
+  bool breakdown = false;
+  app.add_flag("--breakdown", breakdown, "print each rank's time per phase to stderr");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(sync, iters, warmup, batch_size, threads, data_dir, breakdown, bucket_cap_mb);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zeus_ddp_worker: %s\n", e.what());
+    return 1;
+  }
+}

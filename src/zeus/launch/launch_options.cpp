@@ -1,0 +1,311 @@
+#include "zeus/launch/launch_options.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <random>
+#include <thread>
+
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/device/discovery.h"
+#include "zeus/launch/ports.h"
+
+namespace zeus::launch {
+namespace {
+
+int parse_int(std::string_view text, std::string_view what) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw ConfigError(fmt::format("{} must be an integer, got '{}'", what, text));
+  }
+  return value;
+}
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(sep, start), text.size());
+    parts.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::string required_env(const LaunchContext& context, std::string_view name) {
+  auto value = context.env(name);
+  if (!value || value->empty()) {
+    throw ConfigError(fmt::format(
+        "--slurm: {} is not set; run `zeus run --slurm` as one srun task per node inside a "
+        "Slurm allocation (sbatch/salloc), or drop --slurm and pass --nnodes/--node-rank/"
+        "--master-addr",
+        name));
+  }
+  return *value;
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  return fmt::format("{:08x}", device());
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+int resolve_nproc(const std::string& text, const LaunchContext& context) {
+  if (text == "cpu") {
+    return std::max(1, context.cpu_count);
+  }
+  if (text == "auto" || text == "gpu") {
+    const int gpus = context.count_gpus ? context.count_gpus() : 0;
+    if (text == "gpu" && gpus < 1) {
+      throw ConfigError(
+          "--nproc-per-node gpu: no GPU is visible (NVML found none); use a number, auto or cpu");
+    }
+    return std::max(1, gpus);
+  }
+  const int n = parse_int(text, "--nproc-per-node");
+  if (n < 1) {
+    throw ConfigError(
+        fmt::format("--nproc-per-node must be at least 1 (or auto, gpu, cpu), got {}", n));
+  }
+  return n;
+}
+
+}  // namespace
+
+int StreamSelection::bits_for(int local_rank) const {
+  const auto it = local_ranks.find(local_rank);
+  return it == local_ranks.end() ? all : it->second;
+}
+
+StreamSelection parse_stream_selection(const std::string& text, const std::string& flag) {
+  StreamSelection selection;
+  auto bits = [&](std::string_view value) {
+    const int b = parse_int(value, flag);
+    if (b < 0 || b > 3) {
+      throw ConfigError(fmt::format(
+          "{} takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), optionally per local rank "
+          "as 0:1,1:3; got '{}'",
+          flag, text));
+    }
+    return b;
+  };
+  if (text.find(':') == std::string::npos) {
+    selection.all = bits(text);
+    return selection;
+  }
+  for (const std::string& item : split(text, ',')) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) {
+      throw ConfigError(
+          fmt::format("{}: '{}' is not LOCAL_RANK:STREAMS in '{}'", flag, item, text));
+    }
+    selection.local_ranks[parse_int(std::string_view(item).substr(0, colon), flag)] =
+        bits(std::string_view(item).substr(colon + 1));
+  }
+  return selection;
+}
+
+LaunchContext default_launch_context() {
+  LaunchContext context;
+  context.cpu_count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  context.count_gpus = [] {
+    try {
+      return device::open_gpu_set("nvml", {})->count();
+    } catch (const Error&) {
+      return 0;  // no driver, no GPU: auto means one CPU worker
+    }
+  };
+  context.find_program = find_in_path;
+  context.port_busy = port_in_use;
+  context.free_port = pick_free_port;
+  return context;
+}
+
+std::string LaunchPlan::describe() const {
+  return fmt::format("{} worker(s) on node {}/{} (world size {}), master {}:{}, run id {}",
+                     nproc_per_node, node_rank, nnodes, world_size, master_addr, master_port,
+                     run_id);
+}
+
+LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
+  LaunchPlan plan;
+  if (options.command.empty()) {
+    throw ConfigError("no program given: zeus run [options] PROGRAM [ARGS...]");
+  }
+  if (options.max_restarts < 0) {
+    throw ConfigError(fmt::format("--max-restarts must be >= 0, got {}", options.max_restarts));
+  }
+  plan.max_restarts = options.max_restarts;
+  plan.grace_period = options.grace_period;
+  plan.run_id = options.run_id.empty() ? random_run_id() : options.run_id;
+  plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
+
+  // The cluster: flags, else Slurm (with --slurm), else one node on loopback.
+  plan.nnodes = options.nnodes.value_or(1);
+  plan.node_rank = options.node_rank.value_or(0);
+  plan.master_addr = options.master_addr.value_or("127.0.0.1");
+  std::optional<int> port = options.master_port;
+  if (options.slurm) {
+    const std::string job_id = required_env(context, "SLURM_JOB_ID");
+    if (!options.nnodes) {
+      plan.nnodes = parse_int(required_env(context, "SLURM_NNODES"), "SLURM_NNODES");
+    }
+    if (!options.node_rank) {
+      plan.node_rank = parse_int(required_env(context, "SLURM_NODEID"), "SLURM_NODEID");
+    }
+    if (!options.master_addr) {
+      plan.master_addr =
+          cluster::expand_slurm_nodelist(required_env(context, "SLURM_JOB_NODELIST")).at(0);
+    }
+    if (!port) {
+      const auto env_port = context.env("MASTER_PORT");
+      port = env_port ? parse_int(*env_port, "MASTER_PORT") : cluster::slurm_default_port(job_id);
+    }
+  }
+  if (options.standalone) {
+    if (options.nnodes.value_or(1) != 1 || options.slurm) {
+      throw ConfigError("--standalone is a single-node run; drop --nnodes/--slurm or --standalone");
+    }
+    plan.master_addr = "127.0.0.1";
+  }
+  if (plan.nnodes < 1) {
+    throw ConfigError(fmt::format("--nnodes must be at least 1, got {}", plan.nnodes));
+  }
+  if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes) {
+    throw ConfigError(fmt::format("--node-rank {} is outside 0..{} (--nnodes {})", plan.node_rank,
+                                  plan.nnodes - 1, plan.nnodes));
+  }
+  if (plan.master_addr.empty()) {
+    throw ConfigError("--master-addr is empty");
+  }
+  plan.world_size = plan.nnodes * plan.nproc_per_node;
+
+  // The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free.
+  if (options.standalone && !port) {
+    plan.master_port = context.free_port(plan.master_addr);
+  } else {
+    plan.master_port = port.value_or(kDefaultMasterPort);
+    if (plan.master_port < 1 || plan.master_port > 65535) {
+      throw ConfigError(fmt::format("--master-port must be in 1..65535, got {}", plan.master_port));
+    }
+    if (plan.node_rank == 0 && context.port_busy) {
+      if (auto why = context.port_busy(plan.master_addr, plan.master_port)) {
+        throw ConfigError(fmt::format(
+            "cannot serve the rendezvous on {}:{}: {}; pick another port with --master-port, or "
+            "use --standalone to get a free one",
+            plan.master_addr, plan.master_port, *why));
+      }
+    }
+  }
+
+  // The command: Python scripts and modules run under python3, as torchrun does.
+  std::vector<std::string> argv = options.command;
+  size_t insert_at = 1;  // where --local_rank goes: after the program or script
+  const std::string python =
+      context.env(kEnvPython.name).value_or(std::string(kEnvPython.default_value));
+  if (options.module) {
+    argv.insert(argv.begin(), {python, "-m"});
+    insert_at = 3;
+  } else if (!options.no_python && ends_with(argv[0], ".py")) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(argv[0], ec)) {
+      throw ConfigError(fmt::format("script '{}' not found", argv[0]));
+    }
+    argv.insert(argv.begin(), python);
+    insert_at = 2;
+  }
+  const std::string program = context.find_program ? context.find_program(argv[0]) : argv[0];
+  if (program.empty()) {
+    throw ConfigError(fmt::format("program '{}' not found: not an executable file{}", argv[0],
+                                  argv[0].find('/') == std::string::npos ? " in PATH" : ""));
+  }
+
+  const StreamSelection tee = parse_stream_selection(options.tee, "--tee");
+  const StreamSelection redirects = parse_stream_selection(options.redirects, "--redirects");
+  plan.log_dir = options.log_dir;
+  const bool any_files =
+      tee.all || redirects.all || !tee.local_ranks.empty() || !redirects.local_ranks.empty();
+  if (plan.log_dir.empty() && any_files) {
+    // As torchrun: --tee/--redirects without --log-dir write under a fresh temporary directory.
+    plan.log_dir = std::filesystem::temp_directory_path() / ("zeus-run-" + plan.run_id);
+  }
+  if (!options.devices_per_worker_all && !options.devices.empty() &&
+      static_cast<int>(options.devices.size()) < plan.nproc_per_node) {
+    throw ConfigError(fmt::format(
+        "--devices lists {} device(s) ({}) for {} workers per node; list one per worker, or add "
+        "--devices-per-worker all to give every worker all of them",
+        options.devices.size(), fmt::join(options.devices, ","), plan.nproc_per_node));
+  }
+  std::optional<std::string> omp;
+  if (options.omp_num_threads) {
+    if (*options.omp_num_threads < 1) {
+      throw ConfigError(
+          fmt::format("--omp-num-threads must be at least 1, got {}", *options.omp_num_threads));
+    }
+    omp = std::to_string(*options.omp_num_threads);
+  } else if (!context.env("OMP_NUM_THREADS")) {
+    omp = std::to_string(std::max(1, context.cpu_count / plan.nproc_per_node));
+  }
+
+  for (int local = 0; local < plan.nproc_per_node; ++local) {
+    WorkerSpec w;
+    w.local_rank = local;
+    w.rank = plan.node_rank * plan.nproc_per_node + local;
+    w.argv = argv;
+    w.argv[0] = program;
+    if (options.local_rank_arg) {
+      w.argv.insert(w.argv.begin() + static_cast<std::ptrdiff_t>(insert_at),
+                    fmt::format("--local_rank={}", local));
+    }
+    auto& env = w.env;
+    env["RANK"] = std::to_string(w.rank);
+    env["LOCAL_RANK"] = std::to_string(local);
+    env["WORLD_SIZE"] = std::to_string(plan.world_size);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc_per_node);
+    env["GROUP_RANK"] = std::to_string(plan.node_rank);
+    env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
+    env["ROLE_RANK"] = std::to_string(w.rank);
+    env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
+    env["ROLE_NAME"] = "default";
+    env["MASTER_ADDR"] = plan.master_addr;
+    env["MASTER_PORT"] = std::to_string(plan.master_port);
+    env["TORCHELASTIC_RUN_ID"] = plan.run_id;
+    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+    if (omp) {
+      env["OMP_NUM_THREADS"] = *omp;
+    }
+    // Output goes through a pipe: without this, Python would hold lines back in its buffer.
+    if (!context.env("PYTHONUNBUFFERED")) {
+      env["PYTHONUNBUFFERED"] = "1";
+    }
+    if (!plan.log_dir.empty() && !context.env("ZEUS_LOG_DIR")) {
+      env["ZEUS_LOG_DIR"] = plan.log_dir.string();
+    }
+    if (!options.devices.empty()) {
+      env["CUDA_VISIBLE_DEVICES"] = options.devices_per_worker_all
+                                        ? fmt::format("{}", fmt::join(options.devices, ","))
+                                        : options.devices[static_cast<size_t>(local)];
+    }
+    w.tee_bits = tee.bits_for(local);
+    w.redirect_bits = redirects.bits_for(local);
+    plan.workers.push_back(std::move(w));
+  }
+  return plan;
+}
+
+std::map<std::string, std::string> attempt_env(const WorkerSpec& worker, int restart_count) {
+  std::map<std::string, std::string> env = worker.env;
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_count);
+  env["ZEUS_RESTART_COUNT"] = std::to_string(restart_count);
+  return env;
+}
+
+}  // namespace zeus::launch

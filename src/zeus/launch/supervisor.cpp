@@ -1,0 +1,492 @@
+#include "zeus/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+#include "zeus/device/power_limit_journal.h"
+#include "zeus/launch/line_splitter.h"
+
+namespace zeus::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::array kHandledSignals = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+// How long to keep reading a worker's pipes after it exited, for output that a process it left
+// behind still holds open.
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return;  // console gone (EPIPE): the run goes on, the log files still get the lines
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+void make_dirs(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw_posix_error("create log directory", dir.string(), ec.value());
+  }
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Stream {
+  UniqueFd pipe;     // read end; closed at EOF
+  UniqueFd log;      // per-rank log file, when writing one
+  int console = -1;  // fd for prefixed lines, -1 when redirected to the file only
+  LineSplitter splitter;
+};
+
+struct Worker {
+  const WorkerSpec* spec = nullptr;
+  pid_t pid = -1;
+  bool running = false;
+  Clock::time_point started;
+  std::array<Stream, 2> streams;  // stdout, stderr
+  std::deque<std::string> tail;
+  std::optional<WorkerExit> exit;
+};
+
+// One attempt: start every worker, watch them until all are gone.
+class Attempt {
+ public:
+  struct Result {
+    std::optional<WorkerExit> failure;
+    int stop_signal = 0;  // the launcher was told to stop
+  };
+
+  Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd)
+      : plan_(plan), io_(io), restart_count_(restart_count), signal_fd_(signal_fd) {}
+
+  ~Attempt() {
+    // Whatever happens (an exception included), nothing of this attempt outlives it.
+    for (auto& w : workers_) {
+      if (w.pid > 0) {
+        ::kill(-w.pid, SIGKILL);
+        if (w.running)
+          ::waitpid(w.pid, nullptr, 0);
+      }
+    }
+  }
+
+  Result run() {
+    workers_.resize(plan_.workers.size());
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      start(workers_[i], plan_.workers[i]);
+    }
+    std::optional<Clock::time_point> drain_until;
+    while (true) {
+      const bool all_exited = running_ == 0;
+      if (all_exited && !drain_until) {
+        drain_until = Clock::now() + kDrainTimeout;
+      }
+      if (all_exited && (open_streams() == 0 || Clock::now() >= *drain_until)) {
+        break;
+      }
+      poll_once(all_exited ? std::optional(*drain_until) : kill_at_);
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        signal_all(SIGKILL);
+        kill_at_.reset();
+      }
+    }
+    for (auto& w : workers_) {
+      for (auto& s : w.streams) {
+        s.splitter.finish([&](std::string_view line) { emit(w, s, line); });
+      }
+      // Processes a worker left behind in its group do not outlive the attempt.
+      ::kill(-w.pid, SIGKILL);
+    }
+    Result result;
+    result.stop_signal = stop_signal_;
+    if (failed_ && stop_signal_ == 0) {
+      Worker& w = workers_[*failed_];
+      result.failure = *w.exit;
+      result.failure->last_lines = w.tail;
+    }
+    return result;
+  }
+
+ private:
+  void start(Worker& w, const WorkerSpec& spec) {
+    w.spec = &spec;
+    std::array<std::array<int, 2>, 2> pipes{};
+    for (size_t k = 0; k < 2; ++k) {
+      check_posix(::pipe2(pipes[k].data(), O_CLOEXEC), "create a pipe for a worker's output",
+                  fmt::format("rank {}", spec.rank));
+      w.streams[k].pipe = UniqueFd(pipes[k][0]);
+      const int bit = k == 0 ? 1 : 2;
+      w.streams[k].console = (spec.redirect_bits & bit) ? -1 : (k == 0 ? io_.out_fd : io_.err_fd);
+      if (!plan_.log_dir.empty()) {
+        const auto dir =
+            plan_.log_dir / fmt::format("attempt_{}", restart_count_) / std::to_string(spec.rank);
+        make_dirs(dir);
+        const auto path = dir / (k == 0 ? "stdout.log" : "stderr.log");
+        w.streams[k].log = UniqueFd(
+            check_posix(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
+                        "open worker log", path.string()));
+      }
+    }
+    const ChildArgs args(spec.argv, attempt_env(spec, restart_count_));
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      throw_posix_error("fork a worker", fmt::format("rank {}", spec.rank), errno);
+    }
+    if (pid == 0) {
+      // The child: only async-signal-safe calls until exec.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) {
+        ::_exit(128 + SIGKILL);  // the launcher died before prctl took effect
+      }
+      ::dup2(pipes[0][1], STDOUT_FILENO);
+      ::dup2(pipes[1][1], STDERR_FILENO);
+      ::signal(SIGPIPE, SIG_DFL);
+      sigset_t none;
+      ::sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(args.argv()[0], args.argv(), args.envp());
+      const int err = errno;
+      const char* prefix = "zeus run: cannot execute ";
+      ::write(STDERR_FILENO, prefix, std::strlen(prefix));
+      ::write(STDERR_FILENO, args.argv()[0], std::strlen(args.argv()[0]));
+      ::write(STDERR_FILENO, ": ", 2);
+      const char* why = ::strerrordesc_np(err);
+      ::write(STDERR_FILENO, why, std::strlen(why));
+      ::write(STDERR_FILENO, "\n", 1);
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // also here: signals sent before the child ran setpgid must reach it
+    ::close(pipes[0][1]);
+    ::close(pipes[1][1]);
+    for (auto& s : w.streams) {
+      ::fcntl(s.pipe.get(), F_SETFL, O_NONBLOCK);
+    }
+    w.pid = pid;
+    w.running = true;
+    w.started = Clock::now();
+    ++running_;
+  }
+
+  size_t open_streams() const {
+    size_t n = 0;
+    for (const auto& w : workers_) {
+      for (const auto& s : w.streams)
+        n += s.pipe.get() >= 0 ? 1 : 0;
+    }
+    return n;
+  }
+
+  void poll_once(std::optional<Clock::time_point> deadline) {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<std::pair<Worker*, Stream*>> owners{{nullptr, nullptr}};
+    for (auto& w : workers_) {
+      for (auto& s : w.streams) {
+        if (s.pipe.get() >= 0) {
+          fds.push_back({s.pipe.get(), POLLIN, 0});
+          owners.emplace_back(&w, &s);
+        }
+      }
+    }
+    int timeout_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR)
+        return;
+      throw_posix_error("poll", "the workers' pipes", errno);
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0)
+        read_stream(*owners[i].first, *owners[i].second);
+    }
+    if (fds[0].revents & POLLIN) {
+      read_signals();
+    }
+  }
+
+  void read_stream(Worker& w, Stream& s) {
+    char buffer[65536];
+    while (true) {
+      const ssize_t n = ::read(s.pipe.get(), buffer, sizeof(buffer));
+      if (n > 0) {
+        s.splitter.feed(std::string_view(buffer, static_cast<size_t>(n)),
+                        [&](std::string_view line) { emit(w, s, line); });
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      s.splitter.finish([&](std::string_view line) { emit(w, s, line); });
+      s.pipe.reset();  // EOF (or an error: nothing more will come)
+      return;
+    }
+  }
+
+  void emit(Worker& w, Stream& s, std::string_view line) {
+    std::string prefixed = fmt::format("[{}] {}\n", w.spec->rank, line);
+    if (s.console >= 0) {
+      write_all(s.console, prefixed);
+    }
+    if (s.log.get() >= 0) {
+      write_all(s.log.get(), prefixed.substr(prefixed.find(' ') + 1));
+    }
+    prefixed.pop_back();
+    w.tail.push_back(std::move(prefixed));
+    if (w.tail.size() > io_.tail_lines)
+      w.tail.pop_front();
+  }
+
+  void read_signals() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) {
+        reap();
+      } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+        signal_running(sig);
+      } else if (stop_signal_ == 0) {
+        // SIGINT, SIGTERM, SIGHUP: pass it on, give the workers the grace period to finish.
+        stop_signal_ = sig;
+        begin_stop(sig);
+      } else {
+        signal_all(SIGKILL);  // asked twice: stop now
+      }
+    }
+    reap();  // SIGCHLDs coalesce: look for every exited child each time
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        Worker& w = workers_[i];
+        if (w.pid != pid || !w.running)
+          continue;
+        w.running = false;
+        --running_;
+        WorkerExit e;
+        e.rank = w.spec->rank;
+        e.local_rank = w.spec->local_rank;
+        e.pid = pid;
+        e.elapsed = Clock::now() - w.started;
+        if (WIFSIGNALED(status)) {
+          e.signal = WTERMSIG(status);
+          e.exit_code = 128 + e.signal;
+        } else {
+          e.exit_code = WEXITSTATUS(status);
+        }
+        w.exit = e;
+        if (e.exit_code != 0 && !failed_ && !stopping_) {
+          failed_ = i;
+          begin_stop(SIGTERM);
+        }
+      }
+    }
+  }
+
+  void begin_stop(int sig) {
+    stopping_ = true;
+    signal_running(sig);
+    kill_at_ = Clock::now() + plan_.grace_period;
+  }
+
+  void signal_running(int sig) {
+    for (auto& w : workers_) {
+      if (w.running)
+        ::kill(-w.pid, sig);
+    }
+  }
+
+  void signal_all(int sig) {
+    for (auto& w : workers_) {
+      if (w.pid > 0)
+        ::kill(-w.pid, sig);
+    }
+  }
+
+  const LaunchPlan& plan_;
+  const SupervisorIo& io_;
+  int restart_count_;
+  int signal_fd_;
+  std::vector<Worker> workers_;
+  size_t running_ = 0;
+  std::optional<size_t> failed_;
+  bool stopping_ = false;
+  int stop_signal_ = 0;
+  std::optional<Clock::time_point> kill_at_;
+};
+
+// Blocks the handled signals and reads them from a signalfd for the lifetime of the object;
+// ignores SIGPIPE (a closed console must not kill the launcher).
+class SignalScope {
+ public:
+  SignalScope() {
+    sigset_t set;
+    ::sigemptyset(&set);
+    for (int sig : kHandledSignals)
+      ::sigaddset(&set, sig);
+    check_posix(::sigprocmask(SIG_BLOCK, &set, &old_mask_), "sigprocmask", "zeus run");
+    fd_ = UniqueFd(
+        check_posix(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd", "zeus run"));
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~SignalScope() {
+    // Drop what is still pending (a late SIGCHLD, a SIGTERM already answered) before unblocking.
+    signalfd_siginfo info{};
+    while (::read(fd_.get(), &info, sizeof(info)) > 0) {
+    }
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+  int fd() const { return fd_.get(); }
+
+ private:
+  sigset_t old_mask_{};
+  struct sigaction old_pipe_ {};
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+std::string describe_exit(const WorkerExit& e) {
+  if (e.signal != 0) {
+    return fmt::format("was killed by {} (exit code {})", signal_name(e.signal), e.exit_code);
+  }
+  return fmt::format("exited with code {}", e.exit_code);
+}
+
+Supervisor::Supervisor(LaunchPlan plan, SupervisorIo io)
+    : plan_(std::move(plan)), io_(std::move(io)) {}
+
+int Supervisor::run() {
+  SignalScope signals;
+  auto say = [&](const std::string& text) { write_all(io_.err_fd, "zeus run: " + text + "\n"); };
+  auto restore_limits = [&] {
+    std::vector<std::filesystem::path> dirs = io_.journal_dirs;
+    if (!plan_.log_dir.empty())
+      dirs.push_back(plan_.log_dir);
+    for (const auto& dir : dirs) {
+      const auto path = dir / device::kJournalFileName;
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec))
+        continue;
+      try {
+        const device::PowerLimitJournal journal = device::read_journal(path);
+        if (!journal.host.empty() && journal.host != host_name()) {
+          continue;  // another node's journal on a shared file system: that node restores it
+        }
+        const device::RestoreReport report = device::restore_from_journal(path);
+        say(fmt::format("restored the power limits a worker left lowered ({} GPU(s), from {}):",
+                        report.restored, path.string()));
+        for (const auto& line : report.lines)
+          say("  " + line);
+      } catch (const Error& e) {
+        say(
+            fmt::format("could not restore the power limits in {}: {}; run `zeus restore-limits "
+                        "--journal {}` once the GPUs are reachable",
+                        path.string(), e.what(), path.string()));
+      }
+    }
+  };
+
+  for (int restart = 0;; ++restart) {
+    attempts_ = restart + 1;
+    Attempt::Result result;
+    {
+      Attempt attempt(plan_, io_, restart, signals.fd());
+      result = attempt.run();
+    }
+    restore_limits();
+    if (result.stop_signal != 0) {
+      say(fmt::format("stopped by {}; forwarded it to the workers, all of which have exited",
+                      signal_name(result.stop_signal)));
+      return 128 + result.stop_signal;
+    }
+    if (!result.failure) {
+      return 0;
+    }
+    first_failure_ = result.failure;
+    const WorkerExit& f = *result.failure;
+    say(fmt::format(
+        "rank {} (local rank {}, pid {}, host {}) {} after {:.2f} s; stopped the "
+        "other workers{}",
+        f.rank, f.local_rank, f.pid, host_name(), describe_exit(f), f.elapsed.count(),
+        plan_.log_dir.empty()
+            ? ""
+            : fmt::format(" (logs: {})", (plan_.log_dir / fmt::format("attempt_{}", restart) /
+                                          std::to_string(f.rank))
+                                             .string())));
+    if (!f.last_lines.empty()) {
+      say(fmt::format("last {} line(s) of rank {}:", f.last_lines.size(), f.rank));
+      for (const auto& line : f.last_lines)
+        say("  " + line);
+    }
+    if (restart < plan_.max_restarts) {
+      say(fmt::format("restarting all workers (restart {} of {})", restart + 1,
+                      plan_.max_restarts));
+      continue;
+    }
+    return f.exit_code;
+  }
+}
+
+}  // namespace zeus::launch

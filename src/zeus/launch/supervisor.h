@@ -1,0 +1,62 @@
+// Starting and watching the workers of one node: each in its own process group, dying with the
+// launcher (PR_SET_PDEATHSIG), their output prefixed line by line, the first failure stopping the
+// rest (SIGTERM, grace period, SIGKILL), restarts, signal forwarding, and power limits restored
+// from the journal once the workers are gone. Single-threaded: one poll() loop over a signalfd
+// and the workers' pipes, so exits are seen the moment they happen, not at a polling interval.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/launch/launch_options.h"
+
+namespace zeus::launch {
+
+// How a worker ended.
+struct WorkerExit {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = 0;
+  int exit_code = 0;  // when it exited
+  int signal = 0;     // when a signal killed it (exit_code is then 128 + signal)
+  std::chrono::duration<double> elapsed{};
+  std::deque<std::string> last_lines;  // its final output lines, both streams, prefixed
+};
+
+struct SupervisorIo {
+  int out_fd = 1;  // workers' stdout lines
+  int err_fd = 2;  // workers' stderr lines and the launcher's own messages
+  // Where to look for power-limits journals after each attempt (besides the plan's log dir).
+  std::vector<std::filesystem::path> journal_dirs;
+  size_t tail_lines = 10;  // lines of output kept per worker for the failure summary
+};
+
+class Supervisor {
+ public:
+  Supervisor(LaunchPlan plan, SupervisorIo io);
+
+  // Runs attempts until success, a failure with no restarts left, or a terminating signal.
+  // Returns zeus run's exit code: 0, the first failed worker's code (128 + signal when killed),
+  // or 128 + the signal that stopped the launcher. Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP,
+  // SIGUSR1, SIGUSR2 for its duration (they are read from a signalfd) and restores the mask.
+  int run();
+
+  // The first failure of the last attempt, for tests and the summary.
+  const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
+  int attempts() const { return attempts_; }
+
+ private:
+  LaunchPlan plan_;
+  SupervisorIo io_;
+  std::optional<WorkerExit> first_failure_;
+  int attempts_ = 0;
+};
+
+// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
+std::string describe_exit(const WorkerExit& exit);
+
+}  // namespace zeus::launch

@@ -1,0 +1,146 @@
+// Test helper: one worker under `zeus run`. argv[1] names the behaviour:
+//   env                 print the launcher's variables, --local_rank and the remaining arguments
+//                       as key=value
+//   fail RANK CODE      RANK exits CODE after 300 ms; the others leave a grandchild in their
+//                       process group, print pgid=, and wait to be stopped
+//   sigkill RANK        RANK kills itself with SIGKILL after 300 ms; the others wait
+//   trap                print ready; on SIGTERM print "rank R got SIGTERM" and exit 0
+//   restart             print restart_count=N; exit 1 while N < 2, then 0
+//   sleep               print pid=, then wait (for the launcher-killed test)
+//   spam LINES BYTES    print LINES lines of BYTES characters each, "RANK:i:xxx...", at once
+//   limits LOCATOR MW   rank 1 lowers GPU 0 to MW through a PowerLimitGuard journaling to
+//                       $ZEUS_LOG_DIR/power-limits.journal, prints limited, then SIGKILLs itself
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "zeus/common/errors.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/power_limit_guard.h"
+#include "zeus/device/power_limit_journal.h"
+
+namespace {
+
+int g_rank = 0;
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : -1;
+}
+
+[[noreturn]] void wait_forever() {
+  while (true)
+    ::pause();
+}
+
+void on_sigterm(int) {
+  char line[64];
+  const int n = std::snprintf(line, sizeof(line), "rank %d got SIGTERM\n", g_rank);
+  ::write(STDOUT_FILENO, line, static_cast<size_t>(n));
+  ::_exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODE [ARGS]\n", argv[0]);
+    return 2;
+  }
+  // torch.distributed.launch style: --local_rank=N comes right after the program.
+  std::string local_rank_arg = "<none>";
+  if (std::strncmp(argv[1], "--local_rank=", 13) == 0) {
+    local_rank_arg = argv[1] + 13;
+    ++argv;
+    --argc;
+  }
+  const std::string mode = argv[1];
+  g_rank = env_int("RANK");
+  if (mode == "env") {
+    for (const char* name :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+          "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "TORCHELASTIC_RUN_ID",
+          "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "ZEUS_RESTART_COUNT",
+          "CUDA_VISIBLE_DEVICES"}) {
+      const char* v = std::getenv(name);
+      std::printf("%s=%s\n", name, v != nullptr ? v : "<unset>");
+    }
+    std::string args;
+    for (int i = 2; i < argc; ++i)
+      args += std::string(i > 2 ? " " : "") + argv[i];
+    std::printf("ARGS=%s\nLOCAL_RANK_ARG=%s\n", args.c_str(), local_rank_arg.c_str());
+    return 0;
+  }
+  if (mode == "fail" && argc == 4) {
+    if (g_rank == std::atoi(argv[2])) {
+      ::usleep(300'000);
+      std::printf("failing on purpose\n");
+      return std::atoi(argv[3]);
+    }
+    if (::fork() == 0)
+      wait_forever();  // a grandchild in the worker's process group
+    std::printf("pgid=%d\n", static_cast<int>(::getpgrp()));
+    std::fflush(stdout);
+    wait_forever();
+  }
+  if (mode == "sigkill" && argc == 3) {
+    if (g_rank == std::atoi(argv[2])) {
+      ::usleep(300'000);
+      ::raise(SIGKILL);
+    }
+    wait_forever();
+  }
+  if (mode == "trap") {
+    ::signal(SIGTERM, on_sigterm);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    wait_forever();
+  }
+  if (mode == "restart") {
+    const int count = env_int("ZEUS_RESTART_COUNT");
+    std::printf("restart_count=%d\n", count);
+    std::fflush(stdout);
+    if (count < 2) {
+      ::usleep(200'000);  // let every rank print before the first failure stops the others
+      return 1;
+    }
+    return 0;
+  }
+  if (mode == "sleep") {
+    std::printf("pid=%d\n", static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    wait_forever();
+  }
+  if (mode == "spam" && argc == 4) {
+    const int lines = std::atoi(argv[2]);
+    const std::string body(static_cast<size_t>(std::atoi(argv[3])), 'x');
+    for (int i = 0; i < lines; ++i)
+      std::printf("%d:%d:%s\n", g_rank, i, body.c_str());
+    return 0;
+  }
+  if (mode == "limits" && argc == 4) {
+    if (g_rank != 1)
+      wait_forever();
+    try {
+      const char* dir = std::getenv("ZEUS_LOG_DIR");
+      const std::filesystem::path journal =
+          std::filesystem::path(dir != nullptr ? dir : ".") / zeus::device::kJournalFileName;
+      auto gpus = zeus::device::open_gpu_set(argv[2], {});
+      zeus::device::PowerLimitGuard guard(*gpus, {.journal_path = journal});
+      guard.set_power_limit_mw(0, std::atoll(argv[3]));
+      std::printf("limited\n");
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    } catch (const zeus::Error& e) {
+      std::fprintf(stderr, "launch_worker: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "launch_worker: unknown mode or arguments: %s\n", mode.c_str());
+  return 2;
+}
