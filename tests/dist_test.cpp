@@ -176,6 +176,37 @@ TEST(MultiProcess, GradientSyncMatchesSingleProcessOnTheUnion) {
   }
 }
 
+// Two `zeus run` launchers on one machine (--nnodes 2, node ranks 0 and 1, 2 workers each) form
+// one world of 4: every rank's all-reduce sees all four.
+TEST(MultiProcess, TwoZeusRunLaunchersFormOneWorld) {
+  const std::string port = std::to_string(test::free_port());
+  std::vector<std::unique_ptr<test::Child>> nodes;
+  for (const char* node : {"0", "1"}) {
+    nodes.push_back(std::make_unique<test::Child>(
+        std::vector<std::string>{ZEUS_CLI_PATH, "run", "--nnodes", "2", "--node-rank", node,
+                                 "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                                 "--master-port", port, ZEUS_DIST_WORKER_PATH, "collectives"}));
+  }
+  std::set<int> masters;
+  for (auto& node : nodes) {
+    const auto r = node->wait();
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    // Each of the node's two ranks prints the mean and max over ranks 0..3.
+    for (const char* line : {"] mean=1.500000", "] max=3.000000"}) {
+      size_t at = 0;
+      int found = 0;
+      while ((at = r.out.find(line, at)) != std::string::npos) {
+        ++found;
+        ++at;
+      }
+      EXPECT_EQ(found, 2) << line << " in " << r.out;
+    }
+    if (r.out.find("[0] master=1") != std::string::npos)
+      masters.insert(0);
+  }
+  EXPECT_EQ(masters, std::set<int>{0});
+}
+
 TEST(MultiProcess, UnusedParametersAreZerosOnlyWhenAllowed) {
   const auto results = run_job("unused_params", 2);
   for (int r = 0; r < 2; ++r) {

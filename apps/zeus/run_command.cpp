@@ -19,6 +19,10 @@ int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostrea
     err << "zeus run: error: " << e.what() << "\n";
     return kExitUsage;
   }
+  if (options.log_dir.empty() && !plan.log_dir.empty()) {
+    err << "zeus run: --tee/--redirects without --log-dir: worker logs go to "
+        << plan.log_dir.string() << "\n";
+  }
   launch::SupervisorIo io;
   // The journals a worker may leave: the log dir of its zeus::DataLoader (ZEUS_LOG_DIR, default
   // zeus_log/ in the working directory); the plan adds --log-dir.
