@@ -54,6 +54,20 @@ TEST(DetectEnv, TorchrunVariables) {
   EXPECT_FALSE(env.is_master());
   EXPECT_FALSE(env.is_local_master());
   EXPECT_THAT(env.describe(), HasSubstr("rank 5/8 (local 1/4, node 1)"));
+  EXPECT_FALSE(env.agent_store);
+}
+
+// torchrun >= 2.0 serves the store itself; rank 0 must then connect, not serve.
+TEST(DetectEnv, TorchrunAgentStore) {
+  const Env env = detect_env({}, vars({{"RANK", "0"},
+                                       {"LOCAL_RANK", "0"},
+                                       {"WORLD_SIZE", "2"},
+                                       {"MASTER_ADDR", "127.0.0.1"},
+                                       {"MASTER_PORT", "29400"},
+                                       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                       {"TORCHELASTIC_RESTART_COUNT", "2"}}));
+  EXPECT_TRUE(env.agent_store);
+  EXPECT_EQ(env.restart_count, 2);
 }
 
 TEST(DetectEnv, ExplicitBeatsEnvironment) {

@@ -64,13 +64,11 @@ def main():
     common = ["--iters", str(args.iters), "--warmup", str(args.warmup), "--batch-size", "64",
               "--threads", "1"]
     peer = os.path.join(HERE, "ddp_peer.py")
-    # A harmless GLIBC_TUNABLES (glibc's default tcache count) makes zeus-cpp keep glibc's
-    # default malloc thresholds (zeus/common/malloc_tuning.h), to show what the tuning buys.
-    default_malloc = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}
     configs = {
         "zeus-cpp GradientSync": ([args.worker, "--sync", "gradsync"] + common, None),
-        "zeus-cpp GradientSync, glibc default malloc":
-            ([args.worker, "--sync", "gradsync"] + common, default_malloc),
+        # InitOptions::tune_malloc (zeus/common/malloc_tuning.h), off by default.
+        "zeus-cpp GradientSync + malloc tuning":
+            ([args.worker, "--sync", "gradsync", "--tune-malloc"] + common, None),
         "zeus-cpp flat all-reduce after backward": ([args.worker, "--sync", "flat"] + common, None),
         "zeus-cpp no synchronization (upper bound)":
             ([args.worker, "--sync", "none"] + common, None),

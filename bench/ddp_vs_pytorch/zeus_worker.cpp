@@ -71,9 +71,12 @@ void flat_all_reduce(zeus::dist::Context& ctx, Net& net) {
 }  // namespace
 
 static int run(const std::string& sync, int iters, int warmup, int64_t batch_size, int threads,
-               const std::string& data_dir, bool breakdown, double bucket_cap_mb) {
+               const std::string& data_dir, bool breakdown, double bucket_cap_mb,
+               bool tune_malloc) {
   torch::set_num_threads(threads);
-  auto ctx = zeus::dist::init();
+  zeus::dist::InitOptions init_options;
+  init_options.tune_malloc = tune_malloc;
+  auto ctx = zeus::dist::init(init_options);
   auto train = zeus::data::load_fashion_mnist(zeus::data::Split::kTrain, {.dir = data_dir});
 
   torch::manual_seed(1 + ctx->rank());  // different weights per rank: sync_model must fix that
@@ -181,11 +184,14 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "directory with the Fashion-MNIST IDX files");
   double bucket_cap_mb = 25;
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "GradientSync's bucket cap (MiB)");
+  bool tune_malloc = false;
+  app.add_flag("--tune-malloc", tune_malloc, "InitOptions::tune_malloc (mallopt thresholds)");
   bool breakdown = false;
   app.add_flag("--breakdown", breakdown, "print each rank's time per phase to stderr");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(sync, iters, warmup, batch_size, threads, data_dir, breakdown, bucket_cap_mb);
+    return run(sync, iters, warmup, batch_size, threads, data_dir, breakdown, bucket_cap_mb,
+               tune_malloc);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zeus_ddp_worker: %s\n", e.what());
     return 1;

@@ -3,6 +3,8 @@
 side in one run, 2 workers on this machine:
   join:    time from starting the launcher until every worker has joined a Gloo process group and
            finished one all-reduce (the workers record the moment; C++ and Python workers);
+  start:   time from starting the launcher until every (trivial, shell) worker is running: the
+           launcher's own cost, without the ~1 s a libtorch worker needs to load its libraries;
   failure: time from a worker's failure (it records the moment, then exits 1 while the other
            worker keeps running) until the launcher has exited.
 Each measure runs `--runs` times per launcher, interleaved; prints medians and ratios as
@@ -63,7 +65,7 @@ def one_run(argv, env, probe_dir, mode):
     for f in glob.glob(os.path.join(probe_dir, f"{mode}.*")):
         with open(f) as fh:
             stamps[f.rsplit(".", 1)[1]] = float(fh.read())
-    if mode == "join":
+    if mode in ("join", "start"):
         if proc.returncode != 0 or len(stamps) != 2:
             sys.exit(f"{' '.join(argv)}: exit {proc.returncode}, {len(stamps)} of 2 workers "
                      f"joined\n{proc.stderr[-2000:]}")
@@ -111,6 +113,9 @@ def main():
                 joined, _ = one_run(make(free_port(), prog, py), env, probe_dir, "join")
                 results.setdefault(("join", worker, name), []).append(joined)
             env = dict(os.environ, PROBE_DIR=probe_dir, OMP_NUM_THREADS="1")
+            started, _ = one_run(make(free_port(), [os.path.join(HERE, "start_probe.sh")], None),
+                                 env, probe_dir, "start")
+            results.setdefault(("start", "shell worker", name), []).append(started)
             took, code = one_run(make(free_port(), [args.probe, "fail"], None), env, probe_dir,
                                  "fail")
             results.setdefault(("failure", "C++ worker", name), []).append(took)

@@ -134,6 +134,10 @@ Env detect_env(const EnvOptions& options, const EnvLookup& lookup) {
     env.local_world_size = env_int(lookup, "LOCAL_WORLD_SIZE").value_or(env.world_size);
     env.node_rank = env_int(lookup, "GROUP_RANK").value_or(env.rank / env.local_world_size);
     read_master(env, lookup);
+    // torchrun >= 2.0 serves the store from its agent on MASTER_PORT and says so here.
+    const auto agent = lookup("TORCHELASTIC_USE_AGENT_STORE");
+    env.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
+    env.restart_count = env_int(lookup, "TORCHELASTIC_RESTART_COUNT").value_or(0);
   } else if (options.legacy_local_rank) {
     env.source = EnvSource::kLegacyLocalRank;
     env.local_rank = *options.legacy_local_rank;

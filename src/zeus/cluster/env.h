@@ -22,6 +22,10 @@ struct Env {
   int node_rank = 0;
   std::string master_addr;  // empty for a single process
   int master_port = 0;
+  // The launcher (torchrun >= 2.0) already serves its own store on master_port
+  // (TORCHELASTIC_USE_AGENT_STORE); zeus::dist then rendezvouses on master_port + 1.
+  bool agent_store = false;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
   EnvSource source = EnvSource::kSingle;
 
   bool is_master() const { return rank == 0; }

@@ -69,7 +69,11 @@ Backend::Backend(const cluster::Env& env, const BackendOptions& options)
     : impl_(std::make_unique<Impl>()) {
   impl_->env = env;
   c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(env.master_port);
+  // torchrun >= 2.0 already serves its store on MASTER_PORT, with a wire protocol libtorch
+  // 1.13's client does not speak (its requests fail with "Broken pipe"): rendezvous on the next
+  // port instead, served by rank 0 as usual.
+  const int port = env.agent_store ? env.master_port + 1 : env.master_port;
+  store_options.port = static_cast<uint16_t>(port);
   store_options.isServer = env.rank == 0;
   store_options.numWorkers = static_cast<size_t>(env.world_size);
   store_options.waitWorkers = true;
@@ -81,11 +85,13 @@ Backend::Backend(const cluster::Env& env, const BackendOptions& options)
     if (const size_t nl = what.find('\n'); nl != std::string::npos) {
       what.resize(nl);
     }
-    throw StoreError(
-        fmt::format("{}: cannot {} the rendezvous store at {}:{}: {}; {}", impl_->where(),
-                    env.rank == 0 ? "serve" : "reach", env.master_addr, env.master_port, what,
-                    env.rank == 0 ? "is the port in use? pick another MASTER_PORT"
-                                  : "check MASTER_ADDR/MASTER_PORT and that rank 0 started"));
+    throw StoreError(fmt::format(
+        "{}: cannot {} the rendezvous store at {}:{}: {}; {}", impl_->where(),
+        env.rank == 0 ? "serve" : "reach", env.master_addr, port, what,
+        env.rank == 0 ? (env.agent_store ? "under torchrun >= 2.0 zeus-cpp workers use "
+                                           "MASTER_PORT + 1; is that port in use?"
+                                         : "is the port in use? pick another MASTER_PORT")
+                      : "check MASTER_ADDR/MASTER_PORT and that rank 0 started"));
   }
   auto group_options = c10d::ProcessGroupGloo::Options::create(options.collective_timeout);
   // Bind Gloo to the address peers reach us on: loopback for a single-node job on 127.0.0.1.

@@ -16,8 +16,9 @@ struct InitOptions {
   bool log_all_ranks = false;      // console logs from every rank, not only local masters
   std::filesystem::path log_file;  // per-rank log file, "{rank}" replaced; empty: none
   // Raise glibc's mmap/trim thresholds for the training loop (zeus/common/malloc_tuning.h);
-  // skipped when GLIBC_TUNABLES is set.
-  bool tune_malloc = true;
+  // skipped when GLIBC_TUNABLES is set. Off by default: bench/ddp_vs_pytorch measured no gain
+  // here (-3% to +1%, within the machine's noise).
+  bool tune_malloc = false;
 };
 
 // Contract: one per process, made by init(); collectives are called in the same order on every
