@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "net.h"
 #include "zeus/data/fashion_mnist.h"
 #include "zeus/dist/backend.h"
 #include "zeus/dist/context.h"
@@ -27,27 +28,7 @@
 
 namespace F = torch::nn::functional;
 
-// The same network as ddp_peer.py (PyTorch's MNIST example without dropout): 1.2 M parameters.
-struct Net : torch::nn::Module {
-  Net()
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3)))),
-        fc1(register_module("fc1", torch::nn::Linear(9216, 128))),
-        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = F::relu(conv1->forward(x));
-    x = F::relu(conv2->forward(x));
-    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2)).flatten(1);
-    x = F::relu(fc1->forward(x));
-    return fc2->forward(x);
-  }
-
-  torch::nn::Conv2d conv1;
-  torch::nn::Conv2d conv2;
-  torch::nn::Linear fc1;
-  torch::nn::Linear fc2;
-};
+using zeus::examples::Net;
 
 namespace {
 

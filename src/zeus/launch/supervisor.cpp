@@ -142,8 +142,10 @@ class Attempt {
       for (auto& s : w.streams) {
         s.splitter.finish([&](std::string_view line) { emit(w, s, line); });
       }
-      // Processes a worker left behind in its group do not outlive the attempt.
-      ::kill(-w.pid, SIGKILL);
+      // Processes a worker left behind in its group do not outlive the attempt. (pid > 0:
+      // kill(-(-1)) would signal init.)
+      if (w.pid > 0)
+        ::kill(-w.pid, SIGKILL);
     }
     Result result;
     result.stop_signal = stop_signal_;
