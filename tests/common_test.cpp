@@ -12,6 +12,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/malloc_tuning.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 
@@ -192,4 +193,22 @@ TEST(MallocTuning, AcceptedByGlibcUnlessTheUserSetTunables) {
   }
   zeus::test::ScopedEnv user("GLIBC_TUNABLES", "glibc.malloc.tcache_count=7");
   EXPECT_FALSE(zeus::tune_malloc_for_training());
+}
+
+TEST(Parse, WholeStringNumbersOnly) {
+  EXPECT_EQ(zeus::parse_number<int>("42"), 42);
+  EXPECT_EQ(zeus::parse_number<int>("-7"), -7);
+  EXPECT_EQ(zeus::parse_number<double>("1.5"), 1.5);
+  EXPECT_EQ(zeus::parse_number<int>(""), std::nullopt);
+  EXPECT_EQ(zeus::parse_number<int>("4x"), std::nullopt);
+  EXPECT_EQ(zeus::parse_number<int>(" 4"), std::nullopt);
+  EXPECT_EQ(zeus::parse_number<int>("99999999999"), std::nullopt) << "out of range";
+  EXPECT_EQ(zeus::parse_number<uint64_t>("-1"), std::nullopt);
+}
+
+TEST(Parse, SplitKeepsEmptyFields) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(zeus::split("a,b,,c", ','), (V{"a", "b", "", "c"}));
+  EXPECT_EQ(zeus::split("", ','), (V{""}));
+  EXPECT_EQ(zeus::split("v100:imagenet", ':'), (V{"v100", "imagenet"}));
 }

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <ostream>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/units.h"
 #include "zeus/config.h"
 
@@ -136,15 +138,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   run_cmd->add_option_function<std::string>(
       "--devices",
       [&run](const std::string& list) {
-        run.devices.clear();
-        size_t start = 0;
-        while (start <= list.size()) {
-          const size_t end = std::min(list.find(',', start), list.size());
-          if (end == start) {
-            throw ConfigError(fmt::format("--devices '{}' has an empty entry", list));
-          }
-          run.devices.push_back(list.substr(start, end - start));
-          start = end + 1;
+        run.devices = split(list, ',');
+        if (std::find(run.devices.begin(), run.devices.end(), "") != run.devices.end()) {
+          throw ConfigError(fmt::format("--devices '{}' has an empty entry", list));
         }
       },
       "GPUs for this node's workers, one per local rank (CUDA_VISIBLE_DEVICES), e.g. 0,1,4,6");

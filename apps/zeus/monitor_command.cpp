@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
@@ -28,26 +29,19 @@ std::vector<int> parse_gpu_list(const std::string& text) {
   if (text == "all") {
     return out;
   }
-  std::string_view rest = text;
-  while (true) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    int index = -1;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || index < 0) {
+  for (const std::string& item : split(text, ',')) {
+    const auto index = parse_number<int>(item);
+    if (!index || *index < 0) {
       throw ConfigError(
           fmt::format("--gpus '{}': '{}' is not a GPU index; write all, none, or indices like 0,1",
                       text, item));
     }
-    if (std::find(out.begin(), out.end(), index) != out.end()) {
-      throw ConfigError(fmt::format("--gpus '{}': GPU {} is listed twice", text, index));
+    if (std::find(out.begin(), out.end(), *index) != out.end()) {
+      throw ConfigError(fmt::format("--gpus '{}': GPU {} is listed twice", text, *index));
     }
-    out.push_back(index);
-    if (comma == std::string_view::npos) {
-      return out;
-    }
-    rest.remove_prefix(comma + 1);
+    out.push_back(*index);
   }
+  return out;
 }
 
 // A log file written one whole line per write(), so an interrupted run leaves whole lines only.

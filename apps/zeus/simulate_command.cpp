@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/sim/simulator.h"
 #include "zeus/trace/power_trace.h"
 #include "zeus/trace/train_trace.h"
@@ -17,15 +18,14 @@ namespace zeus::cli {
 namespace {
 
 uint64_t parse_seed(std::string_view text, std::string_view whole) {
-  uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+  const auto v = parse_number<uint64_t>(text);
+  if (!v) {
     throw ConfigError(
         fmt::format("--seeds '{}': '{}' is not a seed (a whole number >= 0); write "
                     "1..10, 1,2,3 or 7",
                     whole, text));
   }
-  return v;
+  return *v;
 }
 
 std::vector<uint64_t> parse_seeds(const std::string& text) {

@@ -12,7 +12,6 @@ Usage: bench/ddp_vs_pytorch/run.py [--reps 3] [--iters 200] [--warmup 20]
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,12 +19,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_util import free_port  # noqa: E402
 
 
 def launch(cmd, world, extra_env=None):

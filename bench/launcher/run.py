@@ -16,7 +16,6 @@ import argparse
 import glob
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,12 +24,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_util import free_port  # noqa: E402
 
 
 def launchers(args):

@@ -6,11 +6,10 @@
 #include <cstdlib>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 
 namespace zeus::cluster {
 namespace {
-
-constexpr int kDefaultMasterPort = 29500;  // PyTorch's default
 
 std::string_view source_name(EnvSource source) {
   switch (source) {
@@ -31,12 +30,11 @@ std::string_view source_name(EnvSource source) {
 }
 
 int parse_int(std::string_view text, std::string_view what) {
-  int value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+  const auto value = parse_number<int>(text);
+  if (!value) {
     throw ConfigError(fmt::format("{}='{}' is not an integer", what, text));
   }
-  return value;
+  return *value;
 }
 
 // Reads and parses an integer variable; nullopt when unset.
@@ -314,8 +312,8 @@ std::vector<int> expand_slurm_tasks_per_node(std::string_view list) {
 }
 
 int slurm_default_port(std::string_view job_id) {
-  uint64_t id = 0;
-  std::from_chars(job_id.data(), job_id.data() + job_id.size(), id);
+  // A non-numeric id (none seen in practice) maps to 15000, as before.
+  const uint64_t id = parse_number<uint64_t>(job_id).value_or(0);
   return 15000 + static_cast<int>(id % 20000);
 }
 

@@ -14,6 +14,9 @@ namespace zeus::cluster {
 
 enum class EnvSource { kExplicit, kTorchrun, kLegacyLocalRank, kSlurm, kOpenMpi, kSingle };
 
+// PyTorch's default MASTER_PORT, used when neither a flag nor the environment gives one.
+inline constexpr int kDefaultMasterPort = 29500;
+
 struct Env {
   int rank = 0;
   int local_rank = 0;

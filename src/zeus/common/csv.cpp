@@ -8,25 +8,9 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 
 namespace zeus {
-namespace {
-
-std::vector<std::string> split(std::string_view line) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    out.emplace_back(line.substr(start, comma - start));
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    start = comma + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 CsvTable CsvTable::read(const std::filesystem::path& path) {
   return parse(read_file(path), path.string());
@@ -47,7 +31,7 @@ CsvTable CsvTable::parse(std::string_view text, std::string_view source_name) {
     if (line.empty()) {
       continue;
     }
-    auto fields = split(line);
+    auto fields = split(line, ',');
     if (table.header_.empty()) {
       table.header_ = std::move(fields);
       continue;
@@ -77,24 +61,22 @@ size_t CsvTable::column(std::string_view name) const {
 
 double CsvTable::as_double(size_t row, size_t col) const {
   const std::string& s = rows_.at(row).at(col);
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
+  const auto v = parse_number<double>(s);
+  if (!v || !std::isfinite(*v)) {
     throw ConfigError(fmt::format("{}:{}: column '{}' holds '{}', expected a number", source_,
                                   line_numbers_[row], header_[col], s));
   }
-  return v;
+  return *v;
 }
 
 int64_t CsvTable::as_int(size_t row, size_t col) const {
   const std::string& s = rows_.at(row).at(col);
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) {
+  const auto v = parse_number<int64_t>(s);
+  if (!v) {
     throw ConfigError(fmt::format("{}:{}: column '{}' holds '{}', expected an integer", source_,
                                   line_numbers_[row], header_[col], s));
   }
-  return v;
+  return *v;
 }
 
 }  // namespace zeus

@@ -2,10 +2,13 @@
 // the path, so every failing system call reads the same way.
 #pragma once
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zeus {
@@ -40,6 +43,31 @@ class ChildArgs {
   std::vector<std::string> env_;
   std::vector<char*> argv_;
   std::vector<char*> envp_;
+};
+
+// Owns a file descriptor: closed on destruction or reset(); -1 means none.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
 };
 
 // The host name of this machine, for error messages and journals.

@@ -4,12 +4,12 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <random>
 #include <thread>
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/device/discovery.h"
 #include "zeus/launch/ports.h"
 
@@ -17,23 +17,11 @@ namespace zeus::launch {
 namespace {
 
 int parse_int(std::string_view text, std::string_view what) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
+  const auto value = parse_number<int>(text);
+  if (!value) {
     throw ConfigError(fmt::format("{} must be an integer, got '{}'", what, text));
   }
-  return value;
-}
-
-std::vector<std::string> split(std::string_view text, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(sep, start), text.size());
-    parts.emplace_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
+  return *value;
 }
 
 std::string required_env(const LaunchContext& context, std::string_view name) {
@@ -51,10 +39,6 @@ std::string required_env(const LaunchContext& context, std::string_view name) {
 std::string random_run_id() {
   std::random_device device;
   return fmt::format("{:08x}", device());
-}
-
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
 int resolve_nproc(const std::string& text, const LaunchContext& context) {
@@ -128,12 +112,6 @@ LaunchContext default_launch_context() {
   return context;
 }
 
-std::string LaunchPlan::describe() const {
-  return fmt::format("{} worker(s) on node {}/{} (world size {}), master {}:{}, run id {}",
-                     nproc_per_node, node_rank, nnodes, world_size, master_addr, master_port,
-                     run_id);
-}
-
 LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   LaunchPlan plan;
   if (options.command.empty()) {
@@ -191,7 +169,7 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   if (options.standalone && !port) {
     plan.master_port = context.free_port(plan.master_addr);
   } else {
-    plan.master_port = port.value_or(kDefaultMasterPort);
+    plan.master_port = port.value_or(cluster::kDefaultMasterPort);
     if (plan.master_port < 1 || plan.master_port > 65535) {
       throw ConfigError(fmt::format("--master-port must be in 1..65535, got {}", plan.master_port));
     }
@@ -213,7 +191,7 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   if (options.module) {
     argv.insert(argv.begin(), {python, "-m"});
     insert_at = 3;
-  } else if (!options.no_python && ends_with(argv[0], ".py")) {
+  } else if (!options.no_python && argv[0].ends_with(".py")) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(argv[0], ec)) {
       throw ConfigError(fmt::format("script '{}' not found", argv[0]));

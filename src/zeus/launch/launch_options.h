@@ -26,8 +26,6 @@ struct StreamSelection {
 // Parses "0".."3" or "lr:bits,lr:bits"; throws ConfigError naming `flag`.
 StreamSelection parse_stream_selection(const std::string& text, const std::string& flag);
 
-inline constexpr int kDefaultMasterPort = 29500;
-
 struct LaunchOptions {
   std::string nproc_per_node = "1";  // N, auto, gpu or cpu
   // Unset: 1 node, node rank 0, 127.0.0.1 (or, with --slurm, from SLURM_*).
@@ -73,7 +71,6 @@ struct LaunchPlan {
   std::filesystem::path log_dir;  // empty: no per-rank log files
   std::string run_id;
   std::vector<WorkerSpec> workers;  // attempt 0; restart_env() gives later attempts'
-  std::string describe() const;
 };
 
 // Everything resolution needs from the machine, injectable for tests.

@@ -17,17 +17,6 @@
 namespace zeus::launch {
 namespace {
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 // Binds a TCP socket to addr:port; returns the socket (or -1 with errno set).
 int bind_tcp(const std::string& addr, int port, int* bound_port) {
   addrinfo hints{};
@@ -121,16 +110,16 @@ std::string holder_of(const std::string& inode) {
 
 int pick_free_port(const std::string& addr) {
   int port = 0;
-  Fd fd(bind_tcp(addr, 0, &port));
-  if (fd.fd < 0) {
+  const UniqueFd fd(bind_tcp(addr, 0, &port));
+  if (fd.get() < 0) {
     throw_posix_error("bind to a free port", addr, errno);
   }
   return port;
 }
 
 std::optional<std::string> port_in_use(const std::string& addr, int port) {
-  Fd fd(bind_tcp(addr, port, nullptr));
-  if (fd.fd >= 0) {
+  const UniqueFd fd(bind_tcp(addr, port, nullptr));
+  if (fd.get() >= 0) {
     return std::nullopt;
   }
   if (errno == EADDRNOTAVAIL) {

@@ -55,30 +55,6 @@ void make_dirs(const std::filesystem::path& dir) {
   }
 }
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 struct Stream {
   UniqueFd pipe;     // read end; closed at EOF
   UniqueFd log;      // per-rank log file, when writing one
@@ -451,7 +427,6 @@ int Supervisor::run() {
   };
 
   for (int restart = 0;; ++restart) {
-    attempts_ = restart + 1;
     Attempt::Result result;
     {
       Attempt attempt(plan_, io_, restart, signals.fd());
@@ -466,7 +441,6 @@ int Supervisor::run() {
     if (!result.failure) {
       return 0;
     }
-    first_failure_ = result.failure;
     const WorkerExit& f = *result.failure;
     say(fmt::format(
         "rank {} (local rank {}, pid {}, host {}) {} after {:.2f} s; stopped the "

@@ -45,15 +45,9 @@ class Supervisor {
   // SIGUSR1, SIGUSR2 for its duration (they are read from a signalfd) and restores the mask.
   int run();
 
-  // The first failure of the last attempt, for tests and the summary.
-  const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
-  int attempts() const { return attempts_; }
-
  private:
   LaunchPlan plan_;
   SupervisorIo io_;
-  std::optional<WorkerExit> first_failure_;
-  int attempts_ = 0;
 };
 
 // "exited with code 3" / "was killed by signal 9 (SIGKILL)".

@@ -9,6 +9,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
+#include "zeus/common/parse.h"
 
 namespace zeus::optimize {
 
@@ -21,16 +22,14 @@ SelectorOptions parse_selector(std::string_view text) {
   } else if (text == "time") {
     options.selector = LimitSelector::kTime;
   } else if (text.rfind("slowdown:", 0) == 0) {
-    const std::string_view number = text.substr(9);
-    double f = 0;
-    const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), f);
-    if (ec != std::errc() || ptr != number.data() + number.size() || !(f >= 1.0)) {
+    const auto f = parse_number<double>(text.substr(9));
+    if (!f || !(*f >= 1.0)) {
       throw ConfigError(fmt::format(
           "power-limit selector '{}': the slowdown factor must be a number >= 1, e.g. slowdown:1.1",
           text));
     }
     options.selector = LimitSelector::kMaxSlowdown;
-    options.max_slowdown = f;
+    options.max_slowdown = *f;
   } else {
     throw ConfigError(fmt::format(
         "unknown power-limit selector '{}'; use cost, energy, time or slowdown:<factor>", text));
@@ -94,13 +93,12 @@ std::string watts_key(int64_t mw) {
 }
 
 int64_t key_to_mw(const std::string& key, std::string_view source) {
-  double w = 0;
-  const auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), w);
-  if (ec != std::errc() || ptr != key.data() + key.size() || !(w > 0) || w > kMaxWatts) {
+  const auto w = parse_number<double>(key);
+  if (!w || !(*w > 0) || *w > kMaxWatts) {
     throw ConfigError(
         fmt::format("{}: power limit key '{}' is not a positive number of watts", source, key));
   }
-  return std::llround(w * 1000.0);
+  return std::llround(*w * 1000.0);
 }
 
 }  // namespace

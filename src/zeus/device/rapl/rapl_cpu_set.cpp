@@ -10,6 +10,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 
 namespace zeus::device::rapl {
 namespace {
@@ -24,13 +25,12 @@ std::string read_trimmed(const std::filesystem::path& path) {
 
 int64_t read_int(const std::filesystem::path& path) {
   const std::string text = read_trimmed(path);
-  int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < 0) {
+  const auto value = parse_number<int64_t>(text);
+  if (!value || *value < 0) {
     throw IoError(
         fmt::format("'{}' holds '{}', expected a non-negative integer", path.string(), text));
   }
-  return value;
+  return *value;
 }
 
 }  // namespace

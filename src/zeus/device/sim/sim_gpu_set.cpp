@@ -15,6 +15,7 @@
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 
 namespace zeus::device::sim {
@@ -107,15 +108,7 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec) {
   } else if (auto env = get_env(kEnvSimState)) {
     options.state_path = *env;
   }
-  std::vector<std::string_view> parts;
-  while (true) {
-    const size_t colon = body.find(':');
-    parts.push_back(body.substr(0, colon));
-    if (colon == std::string_view::npos) {
-      break;
-    }
-    body.remove_prefix(colon + 1);
-  }
+  const std::vector<std::string> parts = split(body, ':');
   if (parts.size() > 3 || parts[0].empty()) {
     throw bad("wrong number of fields");
   }
@@ -126,22 +119,19 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec) {
     trace::find_workload(options.workload);
   }
   if (parts.size() == 3) {
-    int64_t bs = 0;
-    const auto [ptr, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), bs);
-    if (ec != std::errc() || ptr != parts[2].data() + parts[2].size() || bs <= 0) {
+    const auto bs = parse_number<int64_t>(parts[2]);
+    if (!bs || *bs <= 0) {
       throw bad(fmt::format("batch size '{}' is not a positive integer", parts[2]));
     }
-    options.batch_size = bs;
+    options.batch_size = *bs;
   }
   const std::string gpus = get_env_or_default(kEnvSimGpus);
-  int count = 0;
-  const auto [ptr, ec] = std::from_chars(gpus.data(), gpus.data() + gpus.size(), count);
-  if (ec != std::errc() || ptr != gpus.data() + gpus.size() || count < 1 ||
-      count > detail::kMaxGpus) {
+  const auto count = parse_number<int>(gpus);
+  if (!count || *count < 1 || *count > detail::kMaxGpus) {
     throw ConfigError(fmt::format("{}='{}' must be an integer in 1-{}", kEnvSimGpus.name, gpus,
                                   detail::kMaxGpus));
   }
-  options.gpu_count = count;
+  options.gpu_count = *count;
   return options;
 }
 
