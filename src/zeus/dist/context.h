@@ -17,7 +17,7 @@ struct InitOptions {
   std::filesystem::path log_file;  // per-rank log file, "{rank}" replaced; empty: none
   // Raise glibc's mmap/trim thresholds for the training loop (zeus/common/malloc_tuning.h);
   // skipped when GLIBC_TUNABLES is set. Off by default: bench/ddp_vs_pytorch measured no gain
-  // here (-3% to +1%, within the machine's noise).
+  // here (-2.8% and +1.5% in two runs, within the machine's noise).
   bool tune_malloc = false;
 };
 
