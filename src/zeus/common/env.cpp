@@ -10,9 +10,11 @@
 namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
-  static constexpr std::array kAll{kEnvNvmlLibrary, kEnvTraceDir,      kEnvSimGpus,
-                                   kEnvSimState,    kEnvRaplRoot,      kEnvLogLevel,
-                                   kEnvSpawnWorker, kEnvSpawnErrorDir, kEnvPython};
+  static constexpr std::array kAll{
+      kEnvNvmlLibrary,  kEnvTraceDir,     kEnvSimGpus,       kEnvSimState, kEnvRaplRoot,
+      kEnvLogLevel,     kEnvSpawnWorker,  kEnvSpawnErrorDir, kEnvPython,   kEnvLogDir,
+      kEnvJobId,        kEnvTargetMetric, kEnvCostThresh,    kEnvEtaKnob,  kEnvProfileParams,
+      kEnvUseOptimalPl, kEnvDevice,       kEnvSimClock};
   return kAll;
 }
 

@@ -35,6 +35,27 @@ inline constexpr EnvVar kEnvSpawnErrorDir{
 inline constexpr EnvVar kEnvPython{
     "ZEUS_PYTHON", "python3",
     "Interpreter `zeus run` starts Python scripts (PROGRAM ending in .py, or -m) with"};
+inline constexpr EnvVar kEnvLogDir{
+    "ZEUS_LOG_DIR", "zeus_log",
+    "Where zeus::DataLoader writes profiles, results, power logs and the power-limit journal"};
+inline constexpr EnvVar kEnvJobId{"ZEUS_JOB_ID", "zeus",
+                                  "Prefix of the train result file {job_id}+bs{B}.train.json"};
+inline constexpr EnvVar kEnvTargetMetric{
+    "ZEUS_TARGET_METRIC", "", "Validation metric at which training stops (required by Zeus)"};
+inline constexpr EnvVar kEnvCostThresh{"ZEUS_COST_THRESH", "inf",
+                                       "Stop when the next epoch would bring the cost to this (J)"};
+inline constexpr EnvVar kEnvEtaKnob{"ZEUS_ETA_KNOB", "0.5",
+                                    "eta in [0, 1]: weight of energy against time in the cost"};
+inline constexpr EnvVar kEnvProfileParams{"ZEUS_PROFILE_PARAMS", "10,40",
+                                          "Warmup and profiling iterations per power limit"};
+inline constexpr EnvVar kEnvUseOptimalPl{
+    "ZEUS_USE_OPTIMAL_PL", "true",
+    "false: observer mode (profile, report, but train at the maximum limit)"};
+inline constexpr EnvVar kEnvDevice{"ZEUS_DEVICE", "auto",
+                                   "GPUs zeus::DataLoader controls: auto, nvml, or sim:<gpu>[...]"};
+inline constexpr EnvVar kEnvSimClock{
+    "ZEUS_SIM_CLOCK", "virtual",
+    "Clock of the loader's simulated GPUs: virtual (instant) or real (sleeps)"};
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
 

@@ -25,6 +25,10 @@ struct PowerLimitJournal {
 
 inline constexpr const char* kJournalFileName = "power-limits.journal";
 
+// kJournalFileName on node 0, `power-limits.node{N}.journal` on node N, so that nodes sharing a
+// log directory keep separate journals (each node's `zeus run` restores its own).
+std::string journal_file_name(int node_rank);
+
 // Atomic write (temp, fsync, rename). Throws IoError naming the path.
 void write_journal(const std::filesystem::path& path, const PowerLimitJournal& journal);
 // Throws IoError when unreadable, ConfigError naming the path and the problem when corrupt.

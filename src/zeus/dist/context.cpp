@@ -60,6 +60,26 @@ double Context::all_reduce_max(double value) {
   return t[0].max().item<double>();
 }
 
+void Context::all_reduce_sum(std::span<double> values) {
+  if (!backend_ || values.empty()) {
+    return;
+  }
+  std::vector<at::Tensor> t{at::empty({static_cast<int64_t>(values.size())}, at::kDouble)};
+  std::copy(values.begin(), values.end(), t[0].data_ptr<double>());
+  backend_->all_reduce_sum(t);
+  std::copy_n(t[0].data_ptr<double>(), values.size(), values.begin());
+}
+
+void Context::broadcast(std::span<double> values, int root) {
+  if (!backend_ || values.empty()) {
+    return;
+  }
+  std::vector<at::Tensor> t{at::empty({static_cast<int64_t>(values.size())}, at::kDouble)};
+  std::copy(values.begin(), values.end(), t[0].data_ptr<double>());
+  backend_->broadcast(t, root);
+  std::copy_n(t[0].data_ptr<double>(), values.size(), values.begin());
+}
+
 std::shared_ptr<Context> init(const InitOptions& options) {
   auto context = std::make_shared<Context>(options);
   std::lock_guard lock(g_mu);
@@ -74,6 +94,10 @@ Context& current() {
     throw Error("zeus::dist::init() has not been called (or its Context was destroyed)");
   }
   return *context;  // the caller's shared_ptr from init() keeps it alive
+}
+
+double all_reduce_mean(double value) {
+  return current().all_reduce_mean(value);
 }
 
 bool is_master() {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
 
 #include "zeus/cluster/env.h"
 #include "zeus/dist/backend.h"
@@ -44,6 +45,10 @@ class Context {
   double all_reduce_mean(double value);
   double all_reduce_sum(double value);
   double all_reduce_max(double value);
+  // In place, in double precision: sums over ranks / root's values (small vectors: metrics,
+  // zeus::DataLoader's measurements and decisions).
+  void all_reduce_sum(std::span<double> values);
+  void broadcast(std::span<double> values, int root);
   // Null for a single process.
   Backend* backend() { return backend_.get(); }
 
@@ -61,5 +66,8 @@ bool is_master();
 bool is_local_master();
 int rank();
 int world_size();
+// current().all_reduce_mean(value): the metric helper zeus::DataLoader's users call before
+// report_metric().
+double all_reduce_mean(double value);
 
 }  // namespace zeus::dist

@@ -30,6 +30,8 @@ class DistributedSampler {
   // Per rank, and over all ranks (after padding or dropping).
   int64_t num_samples() const { return num_samples_; }
   int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+  int64_t dataset_size() const { return dataset_size_; }
+  const DistributedSamplerOptions& options() const { return options_; }
 
  private:
   int64_t dataset_size_;

@@ -403,7 +403,7 @@ int Supervisor::run() {
     if (!plan_.log_dir.empty())
       dirs.push_back(plan_.log_dir);
     for (const auto& dir : dirs) {
-      const auto path = dir / device::kJournalFileName;
+      const auto path = dir / device::journal_file_name(plan_.node_rank);
       std::error_code ec;
       if (!std::filesystem::exists(path, ec))
         continue;

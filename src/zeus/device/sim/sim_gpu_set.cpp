@@ -125,6 +125,7 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec) {
     }
     options.batch_size = *bs;
   }
+  options.gpu_count_from_state = !get_env(kEnvSimGpus) && !options.state_path.empty();
   const std::string gpus = get_env_or_default(kEnvSimGpus);
   const auto count = parse_number<int>(gpus);
   if (!count || *count < 1 || *count > detail::kMaxGpus) {
@@ -215,6 +216,10 @@ SimGpuSet::SimGpuSet(SimGpuSetOptions options)
       throw_posix_error("mapping simulated GPU state file", path, err);
     }
     state_ = static_cast<detail::SharedState*>(mem);
+    if (!fresh && options_.gpu_count_from_state && state_->magic == detail::kMagic &&
+        state_->gpu_count >= 1 && state_->gpu_count <= static_cast<uint32_t>(detail::kMaxGpus)) {
+      options_.gpu_count = static_cast<int>(state_->gpu_count);
+    }
     if (!fresh) {
       const bool same = state_->magic == detail::kMagic && state_->version == detail::kVersion &&
                         state_->gpu_count == static_cast<uint32_t>(options_.gpu_count) &&

@@ -25,6 +25,9 @@ struct SimGpuSetOptions {
   std::string workload = "imagenet";
   std::optional<int64_t> batch_size;  // default: the workload's default batch size
   int gpu_count = 1;
+  // When the state file already exists, take its GPU count instead of gpu_count (a process that
+  // restores limits from a journal does not know how many GPUs the writer simulated).
+  bool gpu_count_from_state = false;
   SimClock clock = SimClock::kVirtual;
   // Shared state file of one node's simulated GPUs (limits, energy, busy flags), so that a
   // limit one process sets slows another process's steps. Empty: state private to this set.
@@ -37,7 +40,8 @@ struct SimGpuSetOptions {
 };
 
 // Parses "sim:<gpu>[:<workload>[:<batch_size>]][@<state file>]". The GPU count comes from
-// $ZEUS_SIM_GPUS (default 1) and the state file, when not given with '@', from $ZEUS_SIM_STATE.
+// $ZEUS_SIM_GPUS, else from an existing state file, else 1; the state file, when not given with
+// '@', from $ZEUS_SIM_STATE.
 // Throws ConfigError naming the spec and what is accepted.
 SimGpuSetOptions parse_sim_spec(std::string_view spec);
 

@@ -1,0 +1,429 @@
+#include "zeus/data/data_loader.h"
+
+#include <ATen/Functions.h>
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "zeus/common/errors.h"
+#include "zeus/dist/context.h"
+#include "zeus/dist/distributed_sampler.h"
+
+namespace zeus::data {
+
+TensorDataset::TensorDataset(at::Tensor data, at::Tensor target)
+    : data_(std::move(data)), target_(std::move(target)) {
+  if (!data_.defined() || !target_.defined() || data_.dim() < 1 || target_.dim() < 1 ||
+      data_.size(0) != target_.size(0)) {
+    throw ConfigError(fmt::format(
+        "TensorDataset: data and target must have the same number of rows (got {} and {})",
+        data_.defined() && data_.dim() > 0 ? data_.size(0) : -1,
+        target_.defined() && target_.dim() > 0 ? target_.size(0) : -1));
+  }
+}
+
+int64_t TensorDataset::size() const { return data_.size(0); }
+
+Batch TensorDataset::get_batch(std::span<const int64_t> indices) {
+  // from_blob does not copy; index_select does, so the batch owns its memory.
+  const auto index = at::from_blob(const_cast<int64_t*>(indices.data()),
+                                   {static_cast<int64_t>(indices.size())}, at::kLong);
+  return {data_.index_select(0, index), target_.index_select(0, index)};
+}
+
+namespace {
+
+class ContextCollectives final : public job::Collectives {
+ public:
+  explicit ContextCollectives(dist::Context& ctx) : ctx_(ctx) {}
+  job::RankInfo ranks() const override {
+    return {ctx_.rank(), ctx_.world_size(), ctx_.local_rank(), ctx_.local_world_size(),
+            ctx_.node_rank()};
+  }
+  void all_reduce_sum(std::span<double> values) override { ctx_.all_reduce_sum(values); }
+  void broadcast(std::span<double> values, int root) override { ctx_.broadcast(values, root); }
+
+ private:
+  dist::Context& ctx_;
+};
+
+// Makes an epoch's batches ahead of the loop on `workers` threads, handing them out in order;
+// at most `depth` batches wait at a time. A worker's exception is rethrown by next().
+class Prefetcher {
+ public:
+  Prefetcher(BatchDataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
+             int64_t batches, int workers, int depth)
+      : dataset_(dataset),
+        order_(order),
+        batch_size_(batch_size),
+        batches_(batches),
+        depth_(std::max(1, depth)) {
+    for (int i = 0; i < workers; ++i) {
+      threads_.emplace_back([this] { work(); });
+    }
+  }
+
+  ~Prefetcher() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) {
+      t.join();
+    }
+  }
+
+  Batch next() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return ready_.contains(consumed_); });
+    auto node = ready_.extract(consumed_);
+    ++consumed_;
+    lock.unlock();
+    cv_.notify_all();
+    if (node.mapped().error) {
+      std::rethrow_exception(node.mapped().error);
+    }
+    return std::move(node.mapped().batch);
+  }
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  void work() {
+    for (;;) {
+      int64_t b = 0;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || (made_ < batches_ && made_ < consumed_ + depth_); });
+        if (stop_) {
+          return;
+        }
+        b = made_++;
+      }
+      Slot slot;
+      try {
+        const int64_t begin = b * batch_size_;
+        const int64_t end = std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
+        slot.batch = dataset_.get_batch(std::span(order_).subspan(
+            static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mu_);
+        ready_.emplace(b, std::move(slot));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  BatchDataset& dataset_;
+  const std::vector<int64_t>& order_;
+  int64_t batch_size_;
+  int64_t batches_;
+  int64_t depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int64_t made_ = 0;
+  int64_t consumed_ = 0;
+  std::map<int64_t, Slot> ready_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+struct DataLoader::Impl {
+  std::shared_ptr<BatchDataset> dataset;
+  DataLoaderOptions o;
+  bool train = false;
+  std::unique_ptr<job::Collectives> collectives;
+  std::shared_ptr<dist::DistributedSampler> sampler;
+  int64_t batches = 0;
+  int world_size = 1;
+  std::unique_ptr<job::EnergyJob> job;
+  std::optional<int> epoch;  // the train loader's current epoch
+  int64_t eval_passes = 0;
+
+  // The loop in progress.
+  bool active = false;
+  job::EnergyJob* measuring = nullptr;  // the job this loop reports to
+  std::vector<int64_t> order;
+  int64_t next = 0;  // batches handed out
+  Batch current;
+  std::unique_ptr<Prefetcher> prefetcher;
+
+  Batch fetch(int64_t b) {
+    if (prefetcher) {
+      return prefetcher->next();
+    }
+    const int64_t begin = b * o.batch_size;
+    const int64_t end = std::min<int64_t>(begin + o.batch_size, static_cast<int64_t>(order.size()));
+    return dataset->get_batch(
+        std::span(order).subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+  }
+
+  void close_loop();
+};
+
+namespace {
+
+// The process's loaders: the eval loader reports to the train loader's job.
+struct Registry {
+  std::mutex mu;
+  DataLoader::Impl* train = nullptr;
+  int eval_loaders = 0;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+void DataLoader::Impl::close_loop() {
+  if (!active) {
+    return;
+  }
+  active = false;
+  prefetcher.reset();
+  current = {};
+  if (measuring != nullptr) {
+    if (train) {
+      measuring->end_train_epoch();
+    } else {
+      measuring->end_eval_epoch();
+    }
+  }
+  measuring = nullptr;
+}
+
+DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.dataset = std::move(dataset);
+  m.o = std::move(options);
+  m.train = m.o.max_epochs.has_value();
+  const char* role = m.train ? "train loader" : "eval loader";
+  if (!m.dataset) {
+    throw ConfigError(fmt::format("{}: the dataset is null", role));
+  }
+  if (m.o.batch_size < 1) {
+    throw ConfigError(fmt::format("{}: batch_size is {}; it must be at least 1", role,
+                                  m.o.batch_size));
+  }
+  if (m.o.num_workers < 0 || m.o.prefetch_batches < 1) {
+    throw ConfigError(fmt::format("{}: num_workers {} must be >= 0 and prefetch_batches {} >= 1",
+                                  role, m.o.num_workers, m.o.prefetch_batches));
+  }
+  int rank = 0;
+  if (m.o.distributed == Distributed::kDataParallel) {
+    dist::Context* ctx = nullptr;
+    try {
+      ctx = &dist::current();
+    } catch (const Error&) {
+      throw ConfigError(fmt::format(
+          "{}: distributed = DataParallel needs zeus::dist::init() to be called first", role));
+    }
+    m.world_size = ctx->world_size();
+    rank = ctx->rank();
+    m.collectives = std::make_unique<ContextCollectives>(*ctx);
+  } else {
+    m.collectives = std::make_unique<job::SingleProcess>();
+  }
+  const int64_t n = m.dataset->size();
+  if (m.o.sampler) {
+    const auto& so = m.o.sampler->options();
+    if (so.num_replicas != m.world_size || so.rank != rank) {
+      throw ConfigError(fmt::format(
+          "{}: the sampler is for rank {} of {}, but this process is rank {} of {}; make it with "
+          "num_replicas = world size and rank = rank, or leave DataLoaderOptions::sampler unset",
+          role, so.rank, so.num_replicas, rank, m.world_size));
+    }
+    if (m.o.sampler->dataset_size() != n) {
+      throw ConfigError(fmt::format("{}: the sampler is for {} samples but the dataset has {}",
+                                    role, m.o.sampler->dataset_size(), n));
+    }
+    m.sampler = m.o.sampler;
+  } else {
+    m.sampler = std::make_shared<dist::DistributedSampler>(
+        n, dist::DistributedSamplerOptions{.num_replicas = m.world_size,
+                                           .rank = rank,
+                                           .shuffle = m.o.shuffle.value_or(m.train),
+                                           .seed = m.o.seed,
+                                           .drop_last = m.o.drop_last});
+  }
+  const int64_t per_rank = m.sampler->num_samples();
+  m.batches = m.o.drop_last ? per_rank / m.o.batch_size
+                            : (per_rank + m.o.batch_size - 1) / m.o.batch_size;
+  if (m.train) {
+    if (m.batches < 1) {
+      throw ConfigError(fmt::format(
+          "train loader: {} samples per rank make no batch of {} (drop_last); use a smaller "
+          "batch size",
+          per_rank, m.o.batch_size));
+    }
+    {
+      std::lock_guard lock(registry().mu);
+      if (registry().train != nullptr) {
+        throw ConfigError(
+            "a second train loader (max_epochs set) in one process; zeus::DataLoader drives one "
+            "job per process");
+      }
+    }
+    const job::ResolvedJobOptions resolved =
+        job::resolve_job_options(m.o.job, *m.o.max_epochs, m.o.batch_size, m.world_size);
+    m.job = std::make_unique<job::EnergyJob>(resolved, *m.collectives);
+    std::lock_guard lock(registry().mu);
+    registry().train = &m;
+  } else {
+    std::lock_guard lock(registry().mu);
+    ++registry().eval_loaders;
+  }
+}
+
+DataLoader::~DataLoader() {
+  impl_->prefetcher.reset();
+  std::lock_guard lock(registry().mu);
+  if (impl_->train) {
+    if (registry().train == impl_.get()) {
+      registry().train = nullptr;
+    }
+  } else {
+    --registry().eval_loaders;
+  }
+}
+
+DataLoader::EpochRange DataLoader::epochs() {
+  if (!impl_->train) {
+    throw ConfigError("epochs() is for the train loader (the one with max_epochs)");
+  }
+  {
+    std::lock_guard lock(registry().mu);
+    if (registry().eval_loaders == 0) {
+      throw ConfigError(
+          "the eval loader is missing: make a zeus::DataLoader without max_epochs for the "
+          "validation set before epochs(); its loop is measured with the train loop, as in Zeus");
+    }
+  }
+  return {this};
+}
+
+DataLoader::EpochIterator::EpochIterator(DataLoader* loader) : loader_(loader) {
+  loader_->impl_->close_loop();
+  epoch_ = loader_->impl_->job->next_epoch();
+  loader_->impl_->epoch = epoch_;
+}
+
+DataLoader::EpochIterator& DataLoader::EpochIterator::operator++() {
+  loader_->impl_->close_loop();
+  epoch_ = loader_->impl_->job->next_epoch();
+  loader_->impl_->epoch = epoch_;
+  return *this;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  Impl& m = *impl_;
+  m.close_loop();
+  if (m.train) {
+    if (!m.epoch) {
+      throw ConfigError(
+          "the train loader is iterated outside epochs(): write `for (int epoch : "
+          "train_loader.epochs()) { for (auto& batch : train_loader) ... }`");
+    }
+    m.sampler->set_epoch(*m.epoch);
+    m.measuring = m.job.get();
+    m.measuring->begin_train_epoch(m.batches);
+  } else {
+    m.sampler->set_epoch(m.eval_passes++);
+    std::lock_guard lock(registry().mu);
+    m.measuring = registry().train != nullptr ? registry().train->job.get() : nullptr;
+  }
+  if (!m.train && m.measuring != nullptr) {
+    m.measuring->begin_eval_epoch(m.batches);
+  }
+  m.order = m.sampler->indices();
+  m.next = 0;
+  m.active = true;
+  if (m.batches == 0) {
+    m.close_loop();
+    return Iterator(this);
+  }
+  if (m.o.num_workers > 0) {
+    m.prefetcher = std::make_unique<Prefetcher>(*m.dataset, m.order, m.o.batch_size, m.batches,
+                                                m.o.num_workers,
+                                                m.o.num_workers * m.o.prefetch_batches);
+  }
+  m.current = m.fetch(m.next++);
+  if (m.train) {
+    m.measuring->train_step_begin();
+  }
+  return Iterator(this);
+}
+
+Batch& DataLoader::Iterator::operator*() const { return loader_->impl_->current; }
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  Impl& m = *loader_->impl_;
+  if (!m.active) {
+    return *this;
+  }
+  if (m.measuring != nullptr) {
+    if (m.train) {
+      m.measuring->train_step_end();
+    } else {
+      m.measuring->eval_step_end();
+    }
+  }
+  if (m.next >= m.batches) {
+    m.close_loop();
+    return *this;
+  }
+  m.current = m.fetch(m.next++);
+  if (m.train && m.measuring != nullptr) {
+    m.measuring->train_step_begin();
+  }
+  return *this;
+}
+
+bool DataLoader::Iterator::operator==(std::default_sentinel_t) const {
+  return !loader_->impl_->active;
+}
+
+void DataLoader::report_metric(double metric) {
+  if (!impl_->train) {
+    throw ConfigError("report_metric() is for the train loader (the one with max_epochs)");
+  }
+  impl_->job->report_metric(metric);
+}
+
+bool DataLoader::is_train() const { return impl_->train; }
+int64_t DataLoader::batches_per_epoch() const { return impl_->batches; }
+int64_t DataLoader::global_batch_size() const {
+  return impl_->o.batch_size * impl_->world_size;
+}
+
+job::EnergyJob& DataLoader::job() {
+  if (!impl_->job) {
+    throw ConfigError("job() is for the train loader (the one with max_epochs)");
+  }
+  return *impl_->job;
+}
+
+const std::optional<job::TrainResult>& DataLoader::result() const {
+  if (!impl_->job) {
+    throw ConfigError("result() is for the train loader (the one with max_epochs)");
+  }
+  return impl_->job->result();
+}
+
+}  // namespace zeus::data

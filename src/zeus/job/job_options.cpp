@@ -1,0 +1,158 @@
+#include "zeus/job/job_options.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+
+#include "zeus/common/env.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
+
+namespace zeus::job {
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+double parse_double(const EnvVar& var, const std::string& text) {
+  if (lower(text) == "inf") {
+    return std::numeric_limits<double>::infinity();
+  }
+  const auto value = parse_number<double>(text);
+  if (!value || std::isnan(*value)) {
+    throw ConfigError(fmt::format("{}='{}' is not a number", var.name, text));
+  }
+  return *value;
+}
+
+// Code value, else the variable, else its default (an empty default means "required").
+template <typename T, typename Parse>
+std::optional<T> pick(const std::optional<T>& code, const EnvVar& var, Parse parse) {
+  if (code) {
+    return code;
+  }
+  if (auto text = get_env(var)) {
+    return parse(*text);
+  }
+  if (var.default_value.empty()) {
+    return std::nullopt;
+  }
+  return parse(std::string(var.default_value));
+}
+
+}  // namespace
+
+std::pair<int, int> parse_profile_params(std::string_view text, std::string_view what) {
+  const auto parts = split(text, ',');
+  std::optional<int> warmup;
+  std::optional<int> profile;
+  if (parts.size() == 2) {
+    warmup = parse_number<int>(parts[0]);
+    profile = parse_number<int>(parts[1]);
+  }
+  if (!warmup || !profile || *warmup < 1 || *profile < 1) {
+    throw ConfigError(fmt::format(
+        "{}='{}': expected \"WARMUP,PROFILE\" iterations per power limit, both >= 1 "
+        "(default \"10,40\")",
+        what, text));
+  }
+  return {*warmup, *profile};
+}
+
+bool parse_bool(std::string_view text, std::string_view what) {
+  const std::string v = lower(text);
+  if (v == "true" || v == "1" || v == "yes" || v == "on") {
+    return true;
+  }
+  if (v == "false" || v == "0" || v == "no" || v == "off") {
+    return false;
+  }
+  throw ConfigError(fmt::format("{}='{}': expected true or false", what, text));
+}
+
+ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
+                                       int64_t per_rank_batch_size, int world_size) {
+  ResolvedJobOptions r;
+  if (max_epochs < 1) {
+    throw ConfigError(fmt::format("max_epochs {} must be at least 1", max_epochs));
+  }
+  if (per_rank_batch_size < 1) {
+    throw ConfigError(fmt::format("batch_size {} must be at least 1", per_rank_batch_size));
+  }
+  r.max_epochs = max_epochs;
+  r.per_rank_batch_size = per_rank_batch_size;
+  r.global_batch_size = per_rank_batch_size * world_size;
+
+  r.eta = *pick(o.eta, kEnvEtaKnob, [](const std::string& t) { return parse_double(kEnvEtaKnob, t); });
+  if (!(r.eta >= 0 && r.eta <= 1)) {
+    throw ConfigError(fmt::format("eta ({}) is {}; it must be in [0, 1]", kEnvEtaKnob.name, r.eta));
+  }
+  r.cost_threshold = *pick(o.cost_threshold, kEnvCostThresh,
+                           [](const std::string& t) { return parse_double(kEnvCostThresh, t); });
+  if (!(r.cost_threshold > 0)) {
+    throw ConfigError(fmt::format("cost threshold ({}) is {}; it must be > 0 (J), or inf",
+                                  kEnvCostThresh.name, r.cost_threshold));
+  }
+  const auto target = pick(o.target_metric, kEnvTargetMetric, [](const std::string& t) {
+    return parse_double(kEnvTargetMetric, t);
+  });
+  if (!target || !std::isfinite(*target)) {
+    throw ConfigError(fmt::format(
+        "the target metric is missing: set DataLoaderOptions::job.target_metric (the example's "
+        "--target-accuracy) or {}, e.g. {}=0.88; training stops when report_metric() reaches it",
+        kEnvTargetMetric.name, kEnvTargetMetric.name));
+  }
+  r.target_metric = *target;
+  r.higher_is_better = o.higher_is_better;
+
+  std::pair<int, int> params = parse_profile_params(
+      get_env(kEnvProfileParams).value_or(std::string(kEnvProfileParams.default_value)),
+      kEnvProfileParams.name);
+  r.warmup_iters = o.warmup_iters.value_or(params.first);
+  r.profile_iters = o.profile_iters.value_or(params.second);
+  if (r.warmup_iters < 1 || r.profile_iters < 1) {
+    throw ConfigError(fmt::format("warmup_iters {} and profile_iters {} must both be >= 1",
+                                  r.warmup_iters, r.profile_iters));
+  }
+  r.log_dir = o.log_dir.value_or(get_env_or_default(kEnvLogDir));
+  r.job_id = o.job_id.value_or(get_env_or_default(kEnvJobId));
+  if (r.job_id.empty() || r.job_id.find('/') != std::string::npos) {
+    throw ConfigError(fmt::format("job id '{}' ({}) must be non-empty and contain no '/'",
+                                  r.job_id, kEnvJobId.name));
+  }
+  r.observer_mode = *pick(o.observer_mode, kEnvUseOptimalPl, [](const std::string& t) {
+    return !parse_bool(t, kEnvUseOptimalPl.name);
+  });
+  r.device = o.device.value_or(get_env_or_default(kEnvDevice));
+  r.sim_clock = *pick(o.sim_clock, kEnvSimClock, [](const std::string& t) {
+    if (t == "virtual")
+      return device::sim::SimClock::kVirtual;
+    if (t == "real")
+      return device::sim::SimClock::kReal;
+    throw ConfigError(
+        fmt::format("{}='{}': expected virtual or real", kEnvSimClock.name, t));
+  });
+  r.selector = optimize::parse_selector(o.selector);
+  if (o.power_limit_step_mw <= 0) {
+    throw ConfigError(
+        fmt::format("power_limit_step_mw {} must be positive", o.power_limit_step_mw));
+  }
+  r.power_limit_step_mw = o.power_limit_step_mw;
+  if (o.monitor_period < std::chrono::milliseconds(5)) {
+    throw ConfigError(fmt::format("monitor_period {} ms must be at least 5 ms",
+                                  o.monitor_period.count()));
+  }
+  r.monitor_period = o.monitor_period;
+  r.progress_bar = o.progress_bar.value_or(isatty(STDERR_FILENO) == 1);
+  return r;
+}
+
+}  // namespace zeus::job

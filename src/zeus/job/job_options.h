@@ -1,0 +1,66 @@
+// The options of one energy-optimized training job (what zeus::DataLoader's train loader runs),
+// and their resolution: a value set in code wins, then the ZEUS_* variable of the original Zeus,
+// then the default. Bad values are rejected with the name, the value and the accepted range.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/optimize/power_profile.h"
+
+namespace zeus::job {
+
+struct JobOptions {
+  // Unset fields take their ZEUS_* variable, then the default.
+  std::optional<double> eta;             // ZEUS_ETA_KNOB, 0.5, in [0, 1]
+  std::optional<double> cost_threshold;  // ZEUS_COST_THRESH, inf, > 0 (J)
+  std::optional<double> target_metric;   // ZEUS_TARGET_METRIC, required
+  bool higher_is_better = true;          // accuracy: true; loss or error: false
+  std::optional<int> warmup_iters;       // ZEUS_PROFILE_PARAMS="10,40"
+  std::optional<int> profile_iters;
+  std::optional<std::filesystem::path> log_dir;  // ZEUS_LOG_DIR, zeus_log
+  std::optional<std::string> job_id;             // ZEUS_JOB_ID, zeus
+  std::optional<bool> observer_mode;  // !ZEUS_USE_OPTIMAL_PL, false: profile but stay at max
+  std::optional<std::string> device;  // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
+  std::optional<device::sim::SimClock> sim_clock;  // ZEUS_SIM_CLOCK, virtual
+  std::string selector = "cost";                   // cost | energy | time | slowdown:<f>
+  int64_t power_limit_step_mw = 25'000;
+  std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
+  std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
+};
+
+struct ResolvedJobOptions {
+  double eta = 0.5;
+  double cost_threshold = 0;
+  double target_metric = 0;
+  bool higher_is_better = true;
+  int warmup_iters = 10;
+  int profile_iters = 40;
+  std::filesystem::path log_dir;
+  std::string job_id;
+  bool observer_mode = false;
+  std::string device;
+  device::sim::SimClock sim_clock = device::sim::SimClock::kVirtual;
+  optimize::SelectorOptions selector;
+  int64_t power_limit_step_mw = 25'000;
+  std::chrono::milliseconds monitor_period{100};
+  bool progress_bar = false;
+  int max_epochs = 0;
+  int64_t per_rank_batch_size = 0;
+  int64_t global_batch_size = 0;  // per rank x world size: names the job's files
+};
+
+// Throws ConfigError naming the option (and its variable), the value and what is accepted.
+ResolvedJobOptions resolve_job_options(const JobOptions& options, int max_epochs,
+                                       int64_t per_rank_batch_size, int world_size);
+
+// "10,40" -> {10, 40}; ConfigError naming `what` otherwise.
+std::pair<int, int> parse_profile_params(std::string_view text, std::string_view what);
+// true/false/1/0/yes/no/on/off, any case; ConfigError naming `what` otherwise.
+bool parse_bool(std::string_view text, std::string_view what);
+
+}  // namespace zeus::job

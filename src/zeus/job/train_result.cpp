@@ -1,0 +1,188 @@
+#include "zeus/job/train_result.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/json.h"
+
+namespace zeus::job {
+
+using nlohmann::json;
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::kTargetReached:
+      return "target_reached";
+    case StopReason::kMaxEpochs:
+      return "max_epochs";
+    case StopReason::kCostThreshold:
+      return "cost_threshold";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// JSON has no infinity: an unbounded threshold is written as null.
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+}  // namespace
+
+std::string to_json(const TrainResult& r) {
+  json j;
+  j["energy"] = r.energy_j;
+  j["time"] = r.time_s;
+  j["cost"] = r.cost;
+  j["num_epochs"] = r.num_epochs;
+  j["reached"] = r.reached;
+  j["job_id"] = r.job_id;
+  j["global_batch_size"] = r.global_batch_size;
+  j["world_size"] = r.world_size;
+  j["nodes"] = r.nodes;
+  j["device"] = r.device;
+  j["eta"] = r.eta;
+  j["max_power"] = r.max_power_w;
+  j["cost_threshold"] = finite_or_null(r.cost_threshold);
+  j["target_metric"] = r.target_metric;
+  j["stop_reason"] = to_string(r.stop_reason);
+  j["observer_mode"] = r.observer_mode;
+  j["profiled"] = r.profiled;
+  j["optimal_pl"] = r.optimal_power_limit_mw ? json(*r.optimal_power_limit_mw / 1000) : json();
+  j["max_pl"] = r.max_power_limit_mw / 1000;
+  j["estimated_energy_saving"] = r.estimated_energy_saving_j;
+  j["estimated_time_saving"] = r.estimated_time_saving_s;
+  json epochs = json::array();
+  for (const auto& e : r.epochs) {
+    epochs.push_back({{"epoch", e.epoch},
+                      {"train_iterations", e.train_iterations},
+                      {"eval_iterations", e.eval_iterations},
+                      {"train_time", e.train_time_s},
+                      {"eval_time", e.eval_time_s},
+                      {"train_energy", e.train_energy_j},
+                      {"eval_energy", e.eval_energy_j},
+                      {"metric", e.metric ? json(*e.metric) : json()},
+                      {"power_limit", e.power_limit_mw / 1000}});
+  }
+  j["epochs"] = std::move(epochs);
+  json windows = json::array();
+  for (const auto& w : r.windows) {
+    windows.push_back({{"epoch", w.epoch},
+                       {"power_limit", w.power_limit_mw / 1000},
+                       {"begin_unix_ns", w.begin_unix_ns},
+                       {"end_unix_ns", w.end_unix_ns}});
+  }
+  j["profile_windows"] = std::move(windows);
+  return j.dump(2) + "\n";
+}
+
+TrainResult train_result_from_json(std::string_view text, std::string_view source) {
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object()) {
+      throw ConfigError("not a JSON object");
+    }
+    auto number = [&](const char* key) -> double {
+      if (!j.contains(key) || !j[key].is_number()) {
+        throw ConfigError(fmt::format("'{}' is missing or not a number", key));
+      }
+      return j[key].get<double>();
+    };
+    TrainResult r;
+    r.energy_j = number("energy");
+    r.time_s = number("time");
+    r.cost = number("cost");
+    r.num_epochs = static_cast<int>(json_int(j.value("num_epochs", json(0)), "num_epochs"));
+    if (!j.contains("reached") || !j["reached"].is_boolean()) {
+      throw ConfigError("'reached' is missing or not true/false");
+    }
+    r.reached = j["reached"].get<bool>();
+    // zeus-cpp's optional additions.
+    r.job_id = j.value("job_id", std::string());
+    r.global_batch_size = json_int(j.value("global_batch_size", json(0)), "global_batch_size");
+    r.world_size = static_cast<int>(json_int(j.value("world_size", json(1)), "world_size"));
+    r.nodes = static_cast<int>(json_int(j.value("nodes", json(1)), "nodes"));
+    r.device = j.value("device", std::string());
+    r.eta = j.value("eta", 0.0);
+    r.max_power_w = j.value("max_power", 0.0);
+    r.cost_threshold = j.contains("cost_threshold") && j["cost_threshold"].is_number()
+                           ? j["cost_threshold"].get<double>()
+                           : std::numeric_limits<double>::infinity();
+    r.target_metric = j.value("target_metric", 0.0);
+    const std::string reason = j.value("stop_reason", std::string("max_epochs"));
+    r.stop_reason = reason == "target_reached"   ? StopReason::kTargetReached
+                    : reason == "cost_threshold" ? StopReason::kCostThreshold
+                                                 : StopReason::kMaxEpochs;
+    r.observer_mode = j.value("observer_mode", false);
+    r.profiled = j.value("profiled", false);
+    if (j.contains("optimal_pl") && !j["optimal_pl"].is_null()) {
+      r.optimal_power_limit_mw = json_int(j["optimal_pl"], "optimal_pl") * 1000;
+    }
+    r.max_power_limit_mw = json_int(j.value("max_pl", json(0)), "max_pl") * 1000;
+    r.estimated_energy_saving_j = j.value("estimated_energy_saving", 0.0);
+    r.estimated_time_saving_s = j.value("estimated_time_saving", 0.0);
+    for (const auto& e : j.value("epochs", json::array())) {
+      EpochRecord rec;
+      rec.epoch = static_cast<int>(json_int(e.at("epoch"), "epochs[].epoch"));
+      rec.train_iterations = json_int(e.value("train_iterations", json(0)), "train_iterations");
+      rec.eval_iterations = json_int(e.value("eval_iterations", json(0)), "eval_iterations");
+      rec.train_time_s = e.value("train_time", 0.0);
+      rec.eval_time_s = e.value("eval_time", 0.0);
+      rec.train_energy_j = e.value("train_energy", 0.0);
+      rec.eval_energy_j = e.value("eval_energy", 0.0);
+      if (e.contains("metric") && e["metric"].is_number()) {
+        rec.metric = e["metric"].get<double>();
+      }
+      rec.power_limit_mw = json_int(e.value("power_limit", json(0)), "power_limit") * 1000;
+      r.epochs.push_back(rec);
+    }
+    for (const auto& w : j.value("profile_windows", json::array())) {
+      r.windows.push_back({static_cast<int>(json_int(w.at("epoch"), "epoch")),
+                           json_int(w.at("power_limit"), "power_limit") * 1000,
+                           json_int(w.at("begin_unix_ns"), "begin_unix_ns"),
+                           json_int(w.at("end_unix_ns"), "end_unix_ns")});
+    }
+    return r;
+  } catch (const json::exception& e) {
+    throw ConfigError(fmt::format("train result {} is corrupt: {}", source, e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("train result {} is invalid: {}", source, e.what()));
+  }
+}
+
+std::filesystem::path train_result_path(const std::filesystem::path& dir, std::string_view job_id,
+                                        int64_t global_batch_size) {
+  return dir / fmt::format("{}+bs{}.train.json", job_id, global_batch_size);
+}
+
+void save_train_result(const std::filesystem::path& path, const TrainResult& result) {
+  write_file_atomic(path, to_json(result));
+}
+
+TrainResult load_train_result(const std::filesystem::path& path) {
+  return train_result_from_json(read_file(path), path.string());
+}
+
+std::string summary_line(const TrainResult& r) {
+  std::string line = fmt::format(
+      "{} epoch(s), target {} ({}); energy {:.1f} J ({:.3f} Wh), time {:.1f} s, cost {:.1f}",
+      r.num_epochs, r.reached ? "reached" : "not reached", to_string(r.stop_reason), r.energy_j,
+      r.energy_j / 3600.0, r.time_s, r.cost);
+  if (r.optimal_power_limit_mw) {
+    line += fmt::format(", optimal limit {} W (max {} W)", *r.optimal_power_limit_mw / 1000,
+                        r.max_power_limit_mw / 1000);
+    const double at_max = r.observer_mode ? r.energy_j : r.energy_j + r.estimated_energy_saving_j;
+    const double pct = at_max > 0 ? 100.0 * r.estimated_energy_saving_j / at_max : 0.0;
+    line += fmt::format("; {} {:.1f} J ({:.1f}%) and {} {:.1f} s vs the maximum limit",
+                        r.observer_mode ? "observer mode: would have saved" : "saved",
+                        r.estimated_energy_saving_j, pct,
+                        r.estimated_time_saving_s >= 0 ? "gained" : "lost",
+                        std::abs(r.estimated_time_saving_s));
+  }
+  return line;
+}
+
+}  // namespace zeus::job

@@ -1,0 +1,85 @@
+// The result of one training job: `{job_id}+bs{B}.train.json`. The first five keys are Zeus's
+// (energy J, time s, cost, num_epochs, reached), so its users' tooling keeps working; the rest
+// are zeus-cpp's additions for `zeus report` and `zeus tune`.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::job {
+
+// One train + eval epoch, as the global master aggregated it (energy: all GPUs; time: the
+// slowest rank).
+struct EpochRecord {
+  int epoch = 0;
+  int64_t train_iterations = 0;  // per rank
+  int64_t eval_iterations = 0;
+  double train_time_s = 0;
+  double eval_time_s = 0;
+  double train_energy_j = 0;
+  double eval_energy_j = 0;
+  std::optional<double> metric;  // what report_metric() got for this epoch
+  int64_t power_limit_mw = 0;    // the limit at the end of the epoch
+};
+
+// A profiling window, for the report's shading: wall-clock UTC nanoseconds since the epoch.
+struct WindowRecord {
+  int epoch = 0;
+  int64_t power_limit_mw = 0;
+  int64_t begin_unix_ns = 0;
+  int64_t end_unix_ns = 0;
+};
+
+enum class StopReason { kTargetReached, kMaxEpochs, kCostThreshold };
+std::string_view to_string(StopReason reason);
+
+struct TrainResult {
+  // Zeus's fields.
+  double energy_j = 0;  // all GPUs of the job
+  double time_s = 0;
+  double cost = 0;
+  int num_epochs = 0;
+  bool reached = false;
+  // zeus-cpp's.
+  std::string job_id;
+  int64_t global_batch_size = 0;
+  int world_size = 1;
+  int nodes = 1;
+  std::string device;
+  double eta = 0;
+  double max_power_w = 0;  // the cost's MAXPOWER: max limit x GPUs
+  double cost_threshold = 0;
+  double target_metric = 0;
+  StopReason stop_reason = StopReason::kMaxEpochs;
+  bool observer_mode = false;
+  bool profiled = false;  // false: the limits came from a saved bs{B}.power.json
+  std::optional<int64_t> optimal_power_limit_mw;
+  int64_t max_power_limit_mw = 0;
+  // Estimated from the profile for the iterations run after profiling: what running them at the
+  // optimal limit saved (observer mode: would have saved) against the maximum limit. A negative
+  // time means the optimal limit was slower.
+  double estimated_energy_saving_j = 0;
+  double estimated_time_saving_s = 0;
+  std::vector<EpochRecord> epochs;
+  std::vector<WindowRecord> windows;
+};
+
+std::string to_json(const TrainResult& result);
+// Accepts Zeus's five-key files too. Throws ConfigError naming `source` when malformed.
+TrainResult train_result_from_json(std::string_view text, std::string_view source);
+
+// `<dir>/{job_id}+bs{B}.train.json`.
+std::filesystem::path train_result_path(const std::filesystem::path& dir, std::string_view job_id,
+                                        int64_t global_batch_size);
+// Atomic write; read throws IoError when missing, ConfigError naming the path when corrupt.
+void save_train_result(const std::filesystem::path& path, const TrainResult& result);
+TrainResult load_train_result(const std::filesystem::path& path);
+
+// The one-line summary the master prints at the end of a job.
+std::string summary_line(const TrainResult& result);
+
+}  // namespace zeus::job

@@ -1,0 +1,349 @@
+// zeus::DataLoader end to end: 2 ranks under `zeus run` on simulated V100s (virtual clock) or
+// the fake NVML library, driven by support/loader_worker.cpp. Checks the profiling schedule
+// against the simulated trace, the files, the limits' restoration, early stop, the saved
+// profile, observer mode, multi-node roles, and bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/job/train_result.h"
+#include "zeus/optimize/power_limit_profiler.h"
+
+namespace zeus {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+// 800 samples on 2 ranks in batches of 4: 100 steps per rank and epoch, enough for 7 limits
+// of 2 + 5 iterations in the first epoch.
+const std::vector<std::string> kWorker{ZEUS_LOADER_WORKER_PATH, "--samples", "800",
+                                       "--batch-size", "4"};
+constexpr int64_t kGlobalBatch = 8;
+
+struct Job {
+  test::ProcessResult result;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+Job run_job(const std::map<std::string, std::string>& env, const std::vector<std::string>& args,
+            const std::vector<std::string>& launcher = {"--nproc-per-node", "2", "--standalone"}) {
+  std::string cmd = std::string(ZEUS_CLI_PATH) + " run";
+  for (const auto& a : launcher)
+    cmd += " " + a;
+  for (const auto& a : kWorker)
+    cmd += " " + a;
+  for (const auto& a : args)
+    cmd += " '" + a + "'";
+  test::Child child({"/bin/sh", "-c", cmd + " 2>&1"}, env);
+  Job job;
+  job.result = child.wait();
+  job.output = job.result.out;
+  return job;
+}
+
+std::map<std::string, std::string> sim_env(const fs::path& log_dir) {
+  return {{"ZEUS_DEVICE", "sim:v100"},
+          {"ZEUS_LOG_DIR", log_dir.string()},
+          {"ZEUS_TARGET_METRIC", "0.5"},
+          {"ZEUS_PROFILE_PARAMS", "2,5"},
+          {"ZEUS_ETA_KNOB", "0.5"},
+          {"ZEUS_COST_THRESH", ""},
+          {"ZEUS_USE_OPTIMAL_PL", ""},
+          {"ZEUS_JOB_ID", ""}};
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// What the profiler should find on 2 simulated V100s: per candidate limit, the trace row's
+// iterations/s and twice its power; and the limit the cost formula picks from them.
+struct Expected {
+  device::PowerLimitRange range;
+  std::vector<int64_t> candidates;
+  std::vector<optimize::LimitMeasurement> measurements;
+  int64_t optimal_mw = 0;
+};
+
+Expected expected_from_trace(double eta) {
+  device::sim::SimGpuSet gpu({.gpu_model = "v100", .clock = device::sim::SimClock::kVirtual});
+  Expected e;
+  e.range = gpu.power_limit_constraints_mw(0);
+  e.candidates = optimize::candidate_limits_mw(e.range, 25'000);
+  gpu.set_busy(0, true);
+  for (int64_t mw : e.candidates) {
+    gpu.set_power_limit_mw(0, mw);
+    const double seconds = std::chrono::duration<double>(gpu.iteration_time(0)).count();
+    e.measurements.push_back({mw, 1.0 / seconds, 2.0 * static_cast<double>(gpu.power_mw(0)) / 1000});
+  }
+  const optimize::CostModel cost(eta, 2.0 * static_cast<double>(e.range.max_mw) / 1000.0);
+  e.optimal_mw = optimize::select_power_limit(e.measurements, cost, {});
+  return e;
+}
+
+nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_file(path)); }
+
+TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) {
+  test::TempDir dir;
+  const fs::path log = dir / "log";
+  const Expected expected = expected_from_trace(0.5);
+  ASSERT_LE(expected.candidates.size() * 7, 100u) << "profiling must fit in one epoch";
+
+  Job job = run_job(sim_env(log), {"--max-epochs", "5", "--metrics", "0.1,0.9"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;
+  EXPECT_EQ(count(job.output, "epochs=2 samples=800 stop=target_reached"), 2) << job.output;
+
+  // Files: one profile, one result, a power log per GPU and epoch; no journal left behind.
+  const std::string result_name = "zeus+bs8.train.json";
+  std::vector<std::string> names = files_in(log);
+  std::erase_if(names, [](const std::string& n) { return n.starts_with(".sim-"); });
+  EXPECT_EQ(names, (std::vector<std::string>{"bs8+e0+gpu0.power.log", "bs8+e0+gpu1.power.log",
+                                             "bs8+e1+gpu0.power.log", "bs8+e1+gpu1.power.log",
+                                             "bs8.power.json", result_name}));
+  // Written by the global master alone: one "saved" line per file in the whole job's output.
+  EXPECT_EQ(count(job.output, "saved " + (log / result_name).string()), 1) << job.output;
+  EXPECT_EQ(count(job.output, "saved " + (log / "bs8.power.json").string()), 1) << job.output;
+
+  // Every limit profiled exactly once, from the maximum down.
+  const job::TrainResult r = job::load_train_result(log / result_name);
+  ASSERT_EQ(r.windows.size(), expected.candidates.size());
+  for (size_t i = 0; i < r.windows.size(); ++i) {
+    EXPECT_EQ(r.windows[i].power_limit_mw, expected.candidates[i]);
+    EXPECT_EQ(r.windows[i].epoch, 0);
+    EXPECT_LT(r.windows[i].begin_unix_ns, r.windows[i].end_unix_ns);
+  }
+  // The measurements are the trace's, and so is the choice.
+  const nlohmann::json profile = read_json(log / "bs8.power.json");
+  ASSERT_EQ(profile["train_throughput"].size(), expected.candidates.size()) << profile.dump();
+  for (const auto& m : expected.measurements) {
+    const std::string key = std::to_string(m.power_limit_mw / 1000);
+    EXPECT_NEAR(profile["train_throughput"][key].get<double>(), m.throughput_ips,
+                1e-6 * m.throughput_ips)
+        << key;
+    EXPECT_NEAR(profile["train_power"][key].get<double>(), m.power_w, 1e-3 * m.power_w) << key;
+  }
+  EXPECT_EQ(profile["optimal_pl"].get<double>() * 1000, static_cast<double>(expected.optimal_mw));
+  ASSERT_TRUE(r.optimal_power_limit_mw);
+  EXPECT_EQ(*r.optimal_power_limit_mw, expected.optimal_mw);
+  EXPECT_TRUE(r.reached);
+  EXPECT_EQ(r.num_epochs, 2);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_TRUE(r.profiled);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_EQ(r.epochs[0].train_iterations, 100);
+  EXPECT_EQ(r.epochs[1].power_limit_mw, expected.optimal_mw);
+  EXPECT_NEAR(r.energy_j, r.epochs[0].train_energy_j + r.epochs[0].eval_energy_j +
+                              r.epochs[1].train_energy_j + r.epochs[1].eval_energy_j,
+              1e-6 * r.energy_j);
+  // Epoch 1 ran 100 steps at the optimum on each of 2 GPUs: its energy is the trace's.
+  const auto& at_opt = *std::find_if(expected.measurements.begin(), expected.measurements.end(),
+                                     [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
+  EXPECT_NEAR(r.epochs[1].train_time_s, 100 / at_opt.throughput_ips, 1e-6 * r.epochs[1].train_time_s);
+  EXPECT_NEAR(r.epochs[1].train_energy_j, 100 / at_opt.throughput_ips * at_opt.power_w,
+              1e-3 * r.epochs[1].train_energy_j);
+
+  // Every limit is back at the maximum, and the journal is gone.
+  auto gpus = device::open_gpu_set(r.device, {.sim_clock = device::sim::SimClock::kVirtual});
+  ASSERT_EQ(gpus->count(), 2);
+  EXPECT_EQ(gpus->power_limit_mw(0), expected.range.max_mw);
+  EXPECT_EQ(gpus->power_limit_mw(1), expected.range.max_mw);
+
+  // A second run with the same global batch size loads the profile instead of profiling.
+  const std::string saved_profile = read_file(log / "bs8.power.json");
+  Job again = run_job(sim_env(log), {"--max-epochs", "5", "--metrics", "0.9"});
+  ASSERT_EQ(again.result.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("profiling skipped"));
+  const job::TrainResult r2 = job::load_train_result(log / result_name);
+  EXPECT_FALSE(r2.profiled);
+  EXPECT_TRUE(r2.windows.empty());
+  EXPECT_EQ(r2.num_epochs, 1);
+  ASSERT_EQ(r2.epochs.size(), 1u);
+  EXPECT_EQ(r2.epochs[0].power_limit_mw, expected.optimal_mw);
+  EXPECT_EQ(read_file(log / "bs8.power.json"), saved_profile);
+}
+
+TEST(DataLoaderEndToEnd, CostThresholdStopsEveryRankAtTheSameEpoch) {
+  test::TempDir dir;
+  auto env = sim_env(dir / "log");
+  env["ZEUS_COST_THRESH"] = "50";  // J: passed during the first epoch (profiling)
+  env["ZEUS_JOB_ID"] = "early";
+  Job job = run_job(env, {"--max-epochs", "5", "--metrics", "0.1"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;  // a clean stop, no rank killed
+  EXPECT_EQ(count(job.output, "epochs=1 samples=400 stop=cost_threshold"), 2) << job.output;
+  const job::TrainResult r = job::load_train_result(dir / "log" / "early+bs8.train.json");
+  EXPECT_FALSE(r.reached);
+  EXPECT_EQ(r.stop_reason, job::StopReason::kCostThreshold);
+  EXPECT_EQ(r.num_epochs, 1);
+  EXPECT_GT(r.cost, 0);
+  EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.journal"));
+}
+
+TEST(DataLoaderEndToEnd, ObserverModeStaysAtTheMaximumAndReportsTheSaving) {
+  test::TempDir dir;
+  auto env = sim_env(dir / "log");
+  env["ZEUS_USE_OPTIMAL_PL"] = "false";
+  const Expected expected = expected_from_trace(0.5);
+  Job job = run_job(env, {"--max-epochs", "3", "--metrics", "0.1,0.1,0.9"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;
+  const job::TrainResult r = job::load_train_result(dir / "log" / "zeus+bs8.train.json");
+  EXPECT_TRUE(r.observer_mode);
+  ASSERT_TRUE(r.optimal_power_limit_mw);
+  EXPECT_EQ(*r.optimal_power_limit_mw, expected.optimal_mw);
+  ASSERT_EQ(r.epochs.size(), 3u);
+  EXPECT_EQ(r.epochs[1].power_limit_mw, expected.range.max_mw);
+  EXPECT_EQ(r.epochs[2].power_limit_mw, expected.range.max_mw);
+  // The saving it would have had: the 200 steps after profiling at the optimum instead of max.
+  ASSERT_NE(expected.optimal_mw, expected.range.max_mw) << "the trace should favour a lower limit";
+  const auto& mx = expected.measurements.front();
+  const auto& op = *std::find_if(expected.measurements.begin(), expected.measurements.end(),
+                                 [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
+  const double steps = 100 - 7 * static_cast<double>(expected.candidates.size()) + 200;
+  const double want = steps * (mx.power_w / mx.throughput_ips - op.power_w / op.throughput_ips);
+  EXPECT_GT(r.estimated_energy_saving_j, 0);
+  EXPECT_NEAR(r.estimated_energy_saving_j, want, 1e-3 * want);
+  EXPECT_THAT(job.output, HasSubstr("observer mode: would have saved"));
+}
+
+TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
+  test::TempDir dir;
+  std::vector<test::FakeGpu> node0 = test::four_a40s();
+  node0.resize(2);
+  std::vector<test::FakeGpu> node1 = test::four_a40s();
+  node1.erase(node1.begin(), node1.begin() + 2);
+  test::FakeNvml nvml0(node0);
+  const fs::path state1 = dir / "node1-nvml.json";
+  {
+    nlohmann::json s = nvml0.state();
+    for (size_t i = 0; i < 2; ++i)
+      s["gpus"][i]["uuid"] = node1[i].uuid;
+    std::ofstream(state1) << s.dump();
+  }
+  auto env = sim_env(dir / "log");
+  env["ZEUS_DEVICE"] = "nvml";
+  const std::string port = std::to_string(test::free_port());
+  std::vector<std::unique_ptr<test::Child>> launchers;
+  for (int node = 0; node < 2; ++node) {
+    env["FAKE_NVML_STATE"] = node == 0 ? nvml0.state_path().string() : state1.string();
+    std::string cmd = std::string(ZEUS_CLI_PATH) + " run --nnodes 2 --nproc-per-node 2" +
+                      " --node-rank " + std::to_string(node) +
+                      " --master-addr 127.0.0.1 --master-port " + port;
+    for (const auto& a : kWorker)
+      cmd += " " + a;
+    cmd += " --max-epochs 2 --metrics 0.1,0.9";
+    launchers.push_back(
+        std::make_unique<test::Child>(std::vector<std::string>{"/bin/sh", "-c", cmd + " 2>&1"}, env));
+  }
+  std::string output;
+  for (auto& l : launchers) {
+    const test::ProcessResult r = l->wait();
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    output += r.out;
+  }
+  // pid of local rank 0 on each node: ranks 0 and 2.
+  auto pid_of = [&](int rank) {
+    const std::string key = "rank=" + std::to_string(rank) + " local_rank=0 pid=";
+    const size_t at = output.find(key);
+    EXPECT_NE(at, std::string::npos) << output;
+    return at == std::string::npos ? -1 : std::stoi(output.substr(at + key.size()));
+  };
+  const std::array<nlohmann::json, 2> states{read_json(nvml0.state_path()), read_json(state1)};
+  const std::array<int, 2> masters{pid_of(0), pid_of(2)};
+  const size_t candidates = optimize::candidate_limits_mw({100'000, 300'000}, 25'000).size();
+  for (int node = 0; node < 2; ++node) {
+    const auto& history = states[static_cast<size_t>(node)]["limit_history"];
+    // Each candidate on each GPU, then the optimum and the restore.
+    EXPECT_GE(history.size(), 2 * (candidates + 1)) << history.dump();
+    for (const auto& h : history)
+      EXPECT_EQ(h["pid"].get<int>(), masters[static_cast<size_t>(node)]) << "node " << node;
+    for (const auto& g : states[static_cast<size_t>(node)]["gpus"])
+      EXPECT_EQ(g["limit_mw"].get<int64_t>(), 300'000);
+  }
+  // The result covers 4 GPUs on 2 nodes, and each node logged its own GPUs.
+  const job::TrainResult r = job::load_train_result(dir / "log" / "zeus+bs16.train.json");
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.nodes, 2);
+  EXPECT_EQ(r.windows.size(), candidates);
+  for (int g = 0; g < 4; ++g)
+    EXPECT_TRUE(fs::exists(dir / "log" / ("bs16+e0+gpu" + std::to_string(g) + ".power.log"))) << g;
+  EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.journal"));
+  EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.node1.journal"));
+}
+
+TEST(DataLoaderEndToEnd, SingleProcessWithLoaderThreads) {
+  test::TempDir dir;
+  auto env = sim_env(dir / "log");
+  std::string cmd = std::string(ZEUS_LOADER_WORKER_PATH) +
+                    " --single --samples 800 --batch-size 8 --workers 3 --max-epochs 2";
+  test::Child child({"/bin/sh", "-c", cmd + " 2>&1"}, env);
+  const test::ProcessResult r = child.wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("epochs=2 samples=1600 stop=max_epochs"));
+  const job::TrainResult result = job::load_train_result(dir / "log" / "zeus+bs8.train.json");
+  EXPECT_FALSE(result.reached);
+  EXPECT_EQ(result.world_size, 1);
+}
+
+TEST(DataLoaderEndToEnd, BadInputFailsBeforeTrainingAndOverwritesNothing) {
+  test::TempDir dir;
+  const fs::path log = dir / "log";
+  fs::create_directories(log);
+  const std::string old_result = "{\"energy\": 1, \"time\": 2, \"cost\": 3, \"reached\": true}";
+  write_file_atomic(log / "zeus+bs8.train.json", old_result);
+
+  auto env = sim_env(log);
+  env["ZEUS_TARGET_METRIC"] = "";
+  Job no_target = run_job(env, {});
+  EXPECT_EQ(no_target.result.exit_code, 2) << no_target.output;
+  EXPECT_THAT(no_target.output, HasSubstr("target metric is missing"));
+
+  Job no_eval = run_job(sim_env(log), {"--no-eval"});
+  EXPECT_EQ(no_eval.result.exit_code, 2) << no_eval.output;
+  EXPECT_THAT(no_eval.output, HasSubstr("eval loader is missing"));
+
+  Job bad_sampler = run_job(sim_env(log), {"--bad-sampler"});
+  EXPECT_EQ(bad_sampler.result.exit_code, 2) << bad_sampler.output;
+  EXPECT_THAT(bad_sampler.output, HasSubstr("the sampler is for rank 0 of 3, but this process is rank 0 of 2"));
+
+  auto bad_eta = sim_env(log);
+  bad_eta["ZEUS_ETA_KNOB"] = "1.5";
+  Job eta = run_job(bad_eta, {});
+  EXPECT_EQ(eta.result.exit_code, 2) << eta.output;
+  EXPECT_THAT(eta.output, HasSubstr("ZEUS_ETA_KNOB"));
+
+  write_file_atomic(log / "bs8.power.json", "{\"train_power\": [");
+  Job corrupt = run_job(sim_env(log), {});
+  EXPECT_EQ(corrupt.result.exit_code, 2) << corrupt.output;
+  EXPECT_THAT(corrupt.output, HasSubstr((log / "bs8.power.json").string()));
+  EXPECT_THAT(corrupt.output, Not(HasSubstr("epoch 1:")));
+  EXPECT_EQ(read_file(log / "bs8.power.json"), "{\"train_power\": [");
+
+  EXPECT_EQ(read_file(log / "zeus+bs8.train.json"), old_result);
+  EXPECT_FALSE(fs::exists(log / "power-limits.journal"));
+}
+
+}  // namespace
+}  // namespace zeus

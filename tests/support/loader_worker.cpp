@@ -1,0 +1,140 @@
+// Test helper: a training job driven by zeus::DataLoader on synthetic tensors, with one small
+// all-reduce per step standing in for gradient synchronization. The job's options come from the
+// ZEUS_* environment (so the tests exercise it); flags shape the data and the failure cases.
+//   --samples N --batch-size B --max-epochs E --metrics m0,m1,... (epoch k reports m_k, the
+//   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist)
+// Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
+// (including the cost threshold), 2 on a configuration error, 1 otherwise.
+#include <ATen/Functions.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
+#include "zeus/data/data_loader.h"
+#include "zeus/dist/context.h"
+#include "zeus/dist/distributed_sampler.h"
+#include "zeus/optimize/early_stop.h"
+
+namespace {
+
+struct Args {
+  int64_t samples = 480;
+  int64_t batch_size = 4;
+  int max_epochs = 3;
+  std::vector<double> metrics{0.1};
+  int workers = 0;
+  bool no_eval = false;
+  bool bad_sampler = false;
+  bool single = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        throw zeus::ConfigError(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--samples")
+      a.samples = *zeus::parse_number<int64_t>(value());
+    else if (arg == "--batch-size")
+      a.batch_size = *zeus::parse_number<int64_t>(value());
+    else if (arg == "--max-epochs")
+      a.max_epochs = *zeus::parse_number<int>(value());
+    else if (arg == "--workers")
+      a.workers = *zeus::parse_number<int>(value());
+    else if (arg == "--metrics") {
+      a.metrics.clear();
+      for (const auto& m : zeus::split(value(), ','))
+        a.metrics.push_back(*zeus::parse_number<double>(m));
+    } else if (arg == "--no-eval")
+      a.no_eval = true;
+    else if (arg == "--bad-sampler")
+      a.bad_sampler = true;
+    else if (arg == "--single")
+      a.single = true;
+    else
+      throw zeus::ConfigError("unknown flag " + arg);
+  }
+  return a;
+}
+
+int run(const Args& a) {
+  std::shared_ptr<zeus::dist::Context> ctx;
+  auto mode = zeus::data::Distributed::kNone;
+  if (!a.single) {
+    ctx = zeus::dist::init();
+    mode = zeus::data::Distributed::kDataParallel;
+  }
+  const int rank = ctx ? ctx->rank() : 0;
+  const int world = ctx ? ctx->world_size() : 1;
+  auto make_set = [](int64_t n) {
+    return std::make_shared<zeus::data::TensorDataset>(at::arange(n * 4, at::kFloat).view({n, 4}),
+                                                       at::arange(n, at::kLong));
+  };
+  zeus::data::DataLoaderOptions train_options{
+      .batch_size = a.batch_size, .max_epochs = a.max_epochs, .distributed = mode,
+      .num_workers = a.workers};
+  if (a.bad_sampler) {
+    train_options.sampler = std::make_shared<zeus::dist::DistributedSampler>(
+        a.samples, zeus::dist::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});
+  }
+  zeus::data::DataLoader train(make_set(a.samples), train_options);
+  std::optional<zeus::data::DataLoader> eval;
+  if (!a.no_eval) {
+    eval.emplace(make_set(a.samples / 4),
+                 zeus::data::DataLoaderOptions{.batch_size = a.batch_size, .distributed = mode});
+  }
+  int epochs = 0;
+  int64_t seen = 0;
+  try {
+    for (int epoch : train.epochs()) {
+      for (auto& batch : train) {
+        seen += batch.target.size(0);
+        if (ctx) {
+          ctx->all_reduce_sum(1.0);  // the gradient all-reduce of a real step
+        }
+      }
+      for (auto& batch : *eval) {
+        (void)batch;
+      }
+      const double metric = a.metrics[std::min<size_t>(static_cast<size_t>(epoch), a.metrics.size() - 1)];
+      train.report_metric(ctx ? ctx->all_reduce_mean(metric) : metric);
+      epochs = epoch + 1;
+    }
+  } catch (const zeus::optimize::CostThresholdExceeded& e) {
+    std::printf("rank=%d local_rank=%d pid=%d epochs=%d samples=%lld stop=cost_threshold\n", rank,
+                ctx ? ctx->local_rank() : 0, static_cast<int>(getpid()), epochs,
+                static_cast<long long>(seen));
+    std::fflush(stdout);
+    return 0;
+  }
+  const auto& result = train.result();
+  std::printf("rank=%d local_rank=%d pid=%d epochs=%d samples=%lld stop=%s\n", rank,
+              ctx ? ctx->local_rank() : 0, static_cast<int>(getpid()), epochs,
+              static_cast<long long>(seen),
+              result ? std::string(zeus::job::to_string(result->stop_reason)).c_str() : "none");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const zeus::ConfigError& e) {
+    std::fprintf(stderr, "loader_worker: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_worker: %s\n", e.what());
+    return 1;
+  }
+}
