@@ -19,10 +19,17 @@ build: configure
 test: build
 	ctest --preset $(PRESET)
 
-# Sets up and runs the main job: until the trainer lands, `zeus monitor` on a simulated V100.
+# Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
+# profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes
+# zeus_log/report.html. A fresh zeus_log/ each time, so the limits are profiled again.
+DEMO_LOG := zeus_log
 demo: configure
-	cmake --build --preset $(PRESET) --target zeus
-	$(ZEUS) monitor --device sim:v100 --duration 3s
+	cmake --build --preset $(PRESET) --target zeus fashion_mnist
+	rm -rf $(DEMO_LOG)
+	$(ZEUS) run --nproc-per-node 2 --standalone --omp-num-threads 1 \
+	  $(BUILD_DIR)/examples/fashion_mnist --device sim:v100 --epochs 3 --target-accuracy 0.88 \
+	  --log-dir $(DEMO_LOG)
+	$(ZEUS) report $(DEMO_LOG)
 
 format:
 	clang-format -i $(SOURCES)
@@ -33,8 +40,9 @@ format-check:
 # Benchmarks are run by hand; see bench/README.md.
 bench: deps
 	cmake --preset release
-	cmake --build --preset release --target monitor_bench
+	cmake --build --preset release --target monitor_bench loader_bench
 	build/release/bench/monitor_bench
+	build/release/bench/loader_bench
 
 clean:
 	rm -rf build

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,8 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // Each test passes its own --log-dir after these.
-const std::vector<std::string> kQuick{"--epochs", "1",   "--limit-train", "1024", "--target-accuracy",
-                                      "0.3",      "--device", "sim:v100"};
+const std::vector<std::string> kQuick{"--epochs",          "1",   "--limit-train", "1024",
+                                      "--target-accuracy", "0.3", "--device",      "sim:v100"};
 
 bool have_data() {
   return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
@@ -86,6 +87,58 @@ TEST(FashionMnistExample, RunsFromSlurmVariables) {
   EXPECT_EQ(master.exit_code, 0) << master.out;
   EXPECT_THAT(master.out, HasSubstr("on 2 rank(s)"));
   EXPECT_TRUE(std::filesystem::exists(dir / "zeus+bs128.train.json"));
+}
+
+// `zeus tune` over the real example (2 recurrences of 1 short epoch), killed after the first
+// recurrence and resumed.
+TEST(FashionMnistExample, ZeusTuneRunsItAndResumesAfterBeingKilled) {
+  if (!have_data())
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const std::vector<std::string> argv{ZEUS_CLI_PATH,
+                                      "tune",
+                                      "--batch-sizes",
+                                      "32,64",
+                                      "--default-batch-size",
+                                      "64",
+                                      "--recurrences",
+                                      "2",
+                                      "--log-dir",
+                                      dir.path().string(),
+                                      "--",
+                                      ZEUS_CLI_PATH,
+                                      "run",
+                                      "--nproc-per-node",
+                                      "2",
+                                      "--standalone",
+                                      ZEUS_EXAMPLE_PATH,
+                                      "--batch-size",
+                                      "{bs}",
+                                      "--epochs",
+                                      "1",
+                                      "--limit-train",
+                                      "2048",
+                                      "--target-accuracy",
+                                      "0.3",
+                                      "--device",
+                                      "sim:v100",
+                                      "--seed",
+                                      "{seed}"};
+  {
+    test::Child tuner(argv);
+    ASSERT_TRUE(tuner.wait_for_output("recurrence 1/2 done", std::chrono::seconds(300)));
+    tuner.kill(SIGKILL);
+    tuner.wait();
+  }
+  const auto r = test::run_process(argv, std::chrono::seconds(600));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("resuming"));
+  EXPECT_THAT(r.out, HasSubstr("recurrence 2/2 done"));
+  const std::string tries = read_file(dir / "tune-tries.jsonl");
+  EXPECT_THAT(tries, HasSubstr("\"recurrence\":1"));
+  // The first try ran at the default: 64 per rank, so 128 in the file name.
+  EXPECT_TRUE(std::filesystem::exists(dir / "rec000+try0+bs128.train.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "power-limits.journal"));
 }
 
 // The real thing: 2 ranks on all 60000 training images reach 0.88 test accuracy within 3

@@ -2,6 +2,7 @@
 // the fake NVML library, driven by support/loader_worker.cpp. Checks the profiling schedule
 // against the simulated trace, the files, the limits' restoration, early stop, the saved
 // profile, observer mode, multi-node roles, and bad input.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -29,8 +30,8 @@ namespace fs = std::filesystem;
 
 // 800 samples on 2 ranks in batches of 4: 100 steps per rank and epoch, enough for 7 limits
 // of 2 + 5 iterations in the first epoch.
-const std::vector<std::string> kWorker{ZEUS_LOADER_WORKER_PATH, "--samples", "800",
-                                       "--batch-size", "4"};
+const std::vector<std::string> kWorker{ZEUS_LOADER_WORKER_PATH, "--samples", "800", "--batch-size",
+                                       "4"};
 constexpr int64_t kGlobalBatch = 8;
 
 struct Job {
@@ -55,14 +56,10 @@ Job run_job(const std::map<std::string, std::string>& env, const std::vector<std
 }
 
 std::map<std::string, std::string> sim_env(const fs::path& log_dir) {
-  return {{"ZEUS_DEVICE", "sim:v100"},
-          {"ZEUS_LOG_DIR", log_dir.string()},
-          {"ZEUS_TARGET_METRIC", "0.5"},
-          {"ZEUS_PROFILE_PARAMS", "2,5"},
-          {"ZEUS_ETA_KNOB", "0.5"},
-          {"ZEUS_COST_THRESH", ""},
-          {"ZEUS_USE_OPTIMAL_PL", ""},
-          {"ZEUS_JOB_ID", ""}};
+  return {{"ZEUS_DEVICE", "sim:v100"},   {"ZEUS_LOG_DIR", log_dir.string()},
+          {"ZEUS_TARGET_METRIC", "0.5"}, {"ZEUS_PROFILE_PARAMS", "2,5"},
+          {"ZEUS_ETA_KNOB", "0.5"},      {"ZEUS_COST_THRESH", ""},
+          {"ZEUS_USE_OPTIMAL_PL", ""},   {"ZEUS_JOB_ID", ""}};
 }
 
 int count(const std::string& text, const std::string& what) {
@@ -98,14 +95,17 @@ Expected expected_from_trace(double eta) {
   for (int64_t mw : e.candidates) {
     gpu.set_power_limit_mw(0, mw);
     const double seconds = std::chrono::duration<double>(gpu.iteration_time(0)).count();
-    e.measurements.push_back({mw, 1.0 / seconds, 2.0 * static_cast<double>(gpu.power_mw(0)) / 1000});
+    e.measurements.push_back(
+        {mw, 1.0 / seconds, 2.0 * static_cast<double>(gpu.power_mw(0)) / 1000});
   }
   const optimize::CostModel cost(eta, 2.0 * static_cast<double>(e.range.max_mw) / 1000.0);
   e.optimal_mw = optimize::select_power_limit(e.measurements, cost, {});
   return e;
 }
 
-nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(read_file(path)); }
+nlohmann::json read_json(const fs::path& path) {
+  return nlohmann::json::parse(read_file(path));
+}
 
 TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) {
   test::TempDir dir;
@@ -156,13 +156,16 @@ TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) 
   ASSERT_EQ(r.epochs.size(), 2u);
   EXPECT_EQ(r.epochs[0].train_iterations, 100);
   EXPECT_EQ(r.epochs[1].power_limit_mw, expected.optimal_mw);
-  EXPECT_NEAR(r.energy_j, r.epochs[0].train_energy_j + r.epochs[0].eval_energy_j +
-                              r.epochs[1].train_energy_j + r.epochs[1].eval_energy_j,
+  EXPECT_NEAR(r.energy_j,
+              r.epochs[0].train_energy_j + r.epochs[0].eval_energy_j + r.epochs[1].train_energy_j +
+                  r.epochs[1].eval_energy_j,
               1e-6 * r.energy_j);
   // Epoch 1 ran 100 steps at the optimum on each of 2 GPUs: its energy is the trace's.
-  const auto& at_opt = *std::find_if(expected.measurements.begin(), expected.measurements.end(),
-                                     [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
-  EXPECT_NEAR(r.epochs[1].train_time_s, 100 / at_opt.throughput_ips, 1e-6 * r.epochs[1].train_time_s);
+  const auto& at_opt =
+      *std::find_if(expected.measurements.begin(), expected.measurements.end(),
+                    [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
+  EXPECT_NEAR(r.epochs[1].train_time_s, 100 / at_opt.throughput_ips,
+              1e-6 * r.epochs[1].train_time_s);
   EXPECT_NEAR(r.epochs[1].train_energy_j, 100 / at_opt.throughput_ips * at_opt.power_w,
               1e-3 * r.epochs[1].train_energy_j);
 
@@ -184,6 +187,50 @@ TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) 
   ASSERT_EQ(r2.epochs.size(), 1u);
   EXPECT_EQ(r2.epochs[0].power_limit_mw, expected.optimal_mw);
   EXPECT_EQ(read_file(log / "bs8.power.json"), saved_profile);
+}
+
+// `zeus report` on the log dir of a profiled 2-rank run: the page, Markdown and JSON.
+TEST(ZeusReport, RendersARunsLogDir) {
+  test::TempDir dir;
+  const fs::path log = dir / "log";
+  Job job = run_job(sim_env(log), {"--max-epochs", "3", "--metrics", "0.1,0.9"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;
+  const Expected expected = expected_from_trace(0.5);
+
+  auto r = test::run_process({ZEUS_CLI_PATH, "report", log.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("zeus+bs8.train.json: 2 epoch(s), target reached"));
+  const std::string html = read_file(log / "report.html");
+  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr("Power per GPU, global batch size 8"));
+  EXPECT_THAT(html, HasSubstr(fmt::format("chosen: {} W", expected.optimal_mw / 1000)));
+  EXPECT_EQ(count(html, "fill=\"#fdd49e\""), static_cast<int>(expected.candidates.size()))
+      << "one shaded profiling window per limit";
+  EXPECT_EQ(count(html, "<polyline"), 2 + 3) << "a line per GPU, and cost/energy/time per limit";
+  // Self-contained: no scripts, styles or images from elsewhere.
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+  EXPECT_THAT(html, Not(HasSubstr("src=")));
+
+  r = test::run_process({ZEUS_CLI_PATH, "report", log.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["num_epochs"].get<int>(), 2);
+  EXPECT_EQ(j["power_logs"].size(), 4u);
+  EXPECT_GT(j["power_logs"][0]["samples"].get<int>(), 0);
+
+  r = test::run_process({ZEUS_CLI_PATH, "report", log.string(), "--format", "md"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("| epoch | train s |"));
+  EXPECT_THAT(r.out, HasSubstr(fmt::format("| {} (chosen) |", expected.optimal_mw / 1000)));
+
+  r = test::run_process({ZEUS_CLI_PATH, "report", (dir / "nothing").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not a directory"));
+  fs::create_directories(dir / "empty");
+  r = test::run_process({ZEUS_CLI_PATH, "report", (dir / "empty").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("holds no train results"));
 }
 
 TEST(DataLoaderEndToEnd, CostThresholdStopsEveryRankAtTheSameEpoch) {
@@ -219,8 +266,9 @@ TEST(DataLoaderEndToEnd, ObserverModeStaysAtTheMaximumAndReportsTheSaving) {
   // The saving it would have had: the 200 steps after profiling at the optimum instead of max.
   ASSERT_NE(expected.optimal_mw, expected.range.max_mw) << "the trace should favour a lower limit";
   const auto& mx = expected.measurements.front();
-  const auto& op = *std::find_if(expected.measurements.begin(), expected.measurements.end(),
-                                 [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
+  const auto& op =
+      *std::find_if(expected.measurements.begin(), expected.measurements.end(),
+                    [&](const auto& m) { return m.power_limit_mw == expected.optimal_mw; });
   const double steps = 100 - 7 * static_cast<double>(expected.candidates.size()) + 200;
   const double want = steps * (mx.power_w / mx.throughput_ips - op.power_w / op.throughput_ips);
   EXPECT_GT(r.estimated_energy_saving_j, 0);
@@ -254,8 +302,8 @@ TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
     for (const auto& a : kWorker)
       cmd += " " + a;
     cmd += " --max-epochs 2 --metrics 0.1,0.9";
-    launchers.push_back(
-        std::make_unique<test::Child>(std::vector<std::string>{"/bin/sh", "-c", cmd + " 2>&1"}, env));
+    launchers.push_back(std::make_unique<test::Child>(
+        std::vector<std::string>{"/bin/sh", "-c", cmd + " 2>&1"}, env));
   }
   std::string output;
   for (auto& l : launchers) {
@@ -326,7 +374,8 @@ TEST(DataLoaderEndToEnd, BadInputFailsBeforeTrainingAndOverwritesNothing) {
 
   Job bad_sampler = run_job(sim_env(log), {"--bad-sampler"});
   EXPECT_EQ(bad_sampler.result.exit_code, 2) << bad_sampler.output;
-  EXPECT_THAT(bad_sampler.output, HasSubstr("the sampler is for rank 0 of 3, but this process is rank 0 of 2"));
+  EXPECT_THAT(bad_sampler.output,
+              HasSubstr("the sampler is for rank 0 of 3, but this process is rank 0 of 2"));
 
   auto bad_eta = sim_env(log);
   bad_eta["ZEUS_ETA_KNOB"] = "1.5";

@@ -172,6 +172,59 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                     "Run PROGRAM as is, even when it ends in .py");
   run_cmd->add_flag("-m,--module", run.module, "PROGRAM is a Python module: python3 -m PROGRAM");
 
+  tune::TuneOptions tune;
+  CLI::App* tune_cmd = app.add_subcommand(
+      "tune", "Recurring jobs: pick the batch size of each run with Zeus's bandit");
+  tune_cmd
+      ->add_option_function<std::string>(
+          "--batch-sizes",
+          [&tune](const std::string& text) {
+            tune.batch_sizes.clear();
+            for (const auto& part : split(text, ',')) {
+              const auto bs = parse_number<int64_t>(part);
+              if (!bs || *bs < 1) {
+                throw ConfigError(
+                    fmt::format("--batch-sizes: '{}' is not a positive integer", part));
+              }
+              tune.batch_sizes.push_back(*bs);
+            }
+          },
+          "Candidate batch sizes, e.g. 32,64,128,256")
+      ->required();
+  tune_cmd
+      ->add_option("--default-batch-size", tune.default_batch_size,
+                   "The batch size of the first run (one of --batch-sizes)")
+      ->required();
+  tune_cmd->add_option("--recurrences", tune.recurrences, "How many recurrences to run")
+      ->capture_default_str();
+  tune_cmd->add_option("--eta", tune.eta, "Energy vs time weight in [0, 1]")->capture_default_str();
+  tune_cmd->add_option("--beta", tune.beta, "Early-stop threshold = beta x best cost so far")
+      ->capture_default_str();
+  tune_cmd->add_option("--seed", tune.seed, "Bandit seed; {seed} = seed + recurrence")
+      ->capture_default_str();
+  tune_cmd->add_option("--window", tune.window, "Thompson sampling window (0: all)")
+      ->capture_default_str();
+  tune_cmd
+      ->add_option("--lr-scaling", tune.lr_scaling, "{lr} from --default-lr: none, linear, sqrt")
+      ->capture_default_str();
+  tune_cmd->add_option("--default-lr", tune.default_lr, "Learning rate at the default batch size");
+  tune_cmd->add_option("--epochs", tune.epochs, "Value of {epochs}");
+  tune_cmd->add_option("--max-tries", tune.max_tries_per_recurrence,
+                       "Tries per recurrence before giving up (0: batch sizes + 1)");
+  tune_cmd->add_option("--log-dir", tune.log_dir, "Results, history (resumable)")
+      ->capture_default_str();
+  tune_cmd->add_option("command", tune.command,
+                       "After --: the training command, with {bs} {lr} {seed} {epochs}");
+
+  ReportCommandOptions report;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "Write DIR/report.html (inline SVG plots) from a run's or a tune's log dir");
+  report_cmd->add_option("dir", report.dir, "The log dir")->capture_default_str();
+  report_cmd->add_option("--format", report.format, "html, or also print md or json")
+      ->check(CLI::IsMember({"html", "md", "json"}))
+      ->capture_default_str();
+  report_cmd->add_option("--out", report.out, "Where the page goes; default DIR/report.html");
+
   const std::string command = argc > 1 ? argv[1] : "";
   try {
     app.parse(argc, argv);
@@ -200,6 +253,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   if (simulate_cmd->parsed()) {
     return run_simulate(simulate, out, err);
+  }
+  if (tune_cmd->parsed()) {
+    return run_tune_command(tune, out, err);
+  }
+  if (report_cmd->parsed()) {
+    return run_report(report, out, err);
   }
   if (run_cmd->parsed()) {
     run.command = run_cmd->remaining();

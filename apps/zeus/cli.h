@@ -7,6 +7,7 @@
 #include <string>
 
 #include "zeus/launch/launch_options.h"
+#include "zeus/tune/tuner.h"
 
 namespace zeus::cli {
 
@@ -40,6 +41,12 @@ struct SimulateCommandOptions {
   bool show_profiles = false;
 };
 
+struct ReportCommandOptions {
+  std::filesystem::path dir = "zeus_log";
+  std::string format = "html";  // html (write the page only), md or json (also print)
+  std::filesystem::path out;    // the page; default DIR/report.html
+};
+
 struct RestoreLimitsCommandOptions {
   std::filesystem::path journal;
 };
@@ -51,8 +58,11 @@ int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostrea
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
+int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_restore_limits(const RestoreLimitsCommandOptions& options, std::ostream& out,
                        std::ostream& err);
+
+int run_tune_command(const tune::TuneOptions& options, std::ostream& out, std::ostream& err);
 
 // Parses argv and runs the subcommand. `stdout_is_tty` enables the live line of `monitor`.
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,

@@ -144,7 +144,9 @@ int main(int argc, char** argv) {
     CLI::App app{"Data-parallel Fashion-MNIST training with zeus-cpp"};
     Options o;
     int spawn = 0;
-    app.add_option("--epochs", o.epochs, "At most this many epochs")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--epochs", o.epochs, "At most this many epochs")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     app.add_option("--batch-size", o.batch_size, "Per rank")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();

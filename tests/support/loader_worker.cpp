@@ -79,9 +79,10 @@ int run(const Args& a) {
     return std::make_shared<zeus::data::TensorDataset>(at::arange(n * 4, at::kFloat).view({n, 4}),
                                                        at::arange(n, at::kLong));
   };
-  zeus::data::DataLoaderOptions train_options{
-      .batch_size = a.batch_size, .max_epochs = a.max_epochs, .distributed = mode,
-      .num_workers = a.workers};
+  zeus::data::DataLoaderOptions train_options{.batch_size = a.batch_size,
+                                              .max_epochs = a.max_epochs,
+                                              .distributed = mode,
+                                              .num_workers = a.workers};
   if (a.bad_sampler) {
     train_options.sampler = std::make_shared<zeus::dist::DistributedSampler>(
         a.samples, zeus::dist::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});
@@ -105,7 +106,8 @@ int run(const Args& a) {
       for (auto& batch : *eval) {
         (void)batch;
       }
-      const double metric = a.metrics[std::min<size_t>(static_cast<size_t>(epoch), a.metrics.size() - 1)];
+      const double metric =
+          a.metrics[std::min<size_t>(static_cast<size_t>(epoch), a.metrics.size() - 1)];
       train.report_metric(ctx ? ctx->all_reduce_mean(metric) : metric);
       epochs = epoch + 1;
     }

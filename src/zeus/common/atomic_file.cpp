@@ -95,4 +95,19 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+void append_line_durable(const std::filesystem::path& path, std::string_view line,
+                         std::string_view what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw_posix_error(fmt::format("opening {}", what), path.string(), errno);
+  }
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  const int write_errno = errno;
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size()) || !synced) {
+    throw_posix_error(fmt::format("appending to {}", what), path.string(), write_errno);
+  }
+}
+
 }  // namespace zeus

@@ -12,6 +12,11 @@ namespace zeus {
 // temporary file is removed.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
+// Appends `line` (which should end in '\n') with one O_APPEND write, then fsync, so a crash
+// leaves whole lines only. Creates the file. Throws IoError naming `what` and the path.
+void append_line_durable(const std::filesystem::path& path, std::string_view line,
+                         std::string_view what);
+
 // Reads a whole file. Throws IoError naming the path when it is missing or unreadable.
 std::string read_file(const std::filesystem::path& path);
 

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 
 namespace zeus {
 
@@ -96,6 +97,48 @@ std::string format_utc_ns(std::chrono::system_clock::time_point t) {
   gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}", tm.tm_year + 1900, tm.tm_mon + 1,
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+}
+
+std::optional<int64_t> parse_utc_ns(std::string_view text) {
+  // "YYYY-MM-DD HH:MM:SS[.fffffffff]"
+  if (text.size() < 19 || text[4] != '-' || text[7] != '-' || text[10] != ' ' || text[13] != ':' ||
+      text[16] != ':') {
+    return std::nullopt;
+  }
+  const auto year = parse_number<int>(text.substr(0, 4));
+  const auto month = parse_number<int>(text.substr(5, 2));
+  const auto day = parse_number<int>(text.substr(8, 2));
+  const auto hour = parse_number<int>(text.substr(11, 2));
+  const auto minute = parse_number<int>(text.substr(14, 2));
+  const auto second = parse_number<int>(text.substr(17, 2));
+  if (!year || !month || !day || !hour || !minute || !second || *month < 1 || *month > 12 ||
+      *day < 1 || *day > 31 || *hour > 23 || *minute > 59 || *second > 60) {
+    return std::nullopt;
+  }
+  int64_t frac_ns = 0;
+  if (text.size() > 19) {
+    const std::string_view frac = text.substr(20);
+    if (text[19] != '.' || frac.empty() || frac.size() > 9) {
+      return std::nullopt;
+    }
+    const auto digits = parse_number<int64_t>(frac);
+    if (!digits || *digits < 0) {
+      return std::nullopt;
+    }
+    frac_ns = *digits;
+    for (size_t i = frac.size(); i < 9; ++i) {
+      frac_ns *= 10;
+    }
+  }
+  std::tm tm{};
+  tm.tm_year = *year - 1900;
+  tm.tm_mon = *month - 1;
+  tm.tm_mday = *day;
+  tm.tm_hour = *hour;
+  tm.tm_min = *minute;
+  tm.tm_sec = *second;
+  const std::time_t secs = timegm(&tm);
+  return static_cast<int64_t>(secs) * 1'000'000'000 + frac_ns;
 }
 
 }  // namespace zeus

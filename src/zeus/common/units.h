@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +19,10 @@ std::string format_duration(std::chrono::nanoseconds d);
 
 // UTC "YYYY-MM-DD HH:MM:SS.nnnnnnnnn", the timestamp format of Zeus's power logs.
 std::string format_utc_ns(std::chrono::system_clock::time_point t);
+
+// Parses format_utc_ns()'s form (fraction optional, 1-9 digits) into nanoseconds since the Unix
+// epoch; std::nullopt when it does not parse.
+std::optional<int64_t> parse_utc_ns(std::string_view text);
 
 // Seconds as a double, for printing and for formulas that need it (cost, energy).
 inline double to_seconds(std::chrono::nanoseconds d) {

@@ -26,7 +26,9 @@ TensorDataset::TensorDataset(at::Tensor data, at::Tensor target)
   }
 }
 
-int64_t TensorDataset::size() const { return data_.size(0); }
+int64_t TensorDataset::size() const {
+  return data_.size(0);
+}
 
 Batch TensorDataset::get_batch(std::span<const int64_t> indices) {
   // from_blob does not copy; index_select does, so the batch owns its memory.
@@ -111,7 +113,8 @@ class Prefetcher {
       Slot slot;
       try {
         const int64_t begin = b * batch_size_;
-        const int64_t end = std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
+        const int64_t end =
+            std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
         slot.batch = dataset_.get_batch(std::span(order_).subspan(
             static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
       } catch (...) {
@@ -218,8 +221,8 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     throw ConfigError(fmt::format("{}: the dataset is null", role));
   }
   if (m.o.batch_size < 1) {
-    throw ConfigError(fmt::format("{}: batch_size is {}; it must be at least 1", role,
-                                  m.o.batch_size));
+    throw ConfigError(
+        fmt::format("{}: batch_size is {}; it must be at least 1", role, m.o.batch_size));
   }
   if (m.o.num_workers < 0 || m.o.prefetch_batches < 1) {
     throw ConfigError(fmt::format("{}: num_workers {} must be >= 0 and prefetch_batches {} >= 1",
@@ -263,8 +266,8 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
                                            .drop_last = m.o.drop_last});
   }
   const int64_t per_rank = m.sampler->num_samples();
-  m.batches = m.o.drop_last ? per_rank / m.o.batch_size
-                            : (per_rank + m.o.batch_size - 1) / m.o.batch_size;
+  m.batches =
+      m.o.drop_last ? per_rank / m.o.batch_size : (per_rank + m.o.batch_size - 1) / m.o.batch_size;
   if (m.train) {
     if (m.batches < 1) {
       throw ConfigError(fmt::format(
@@ -359,9 +362,9 @@ DataLoader::Iterator DataLoader::begin() {
     return Iterator(this);
   }
   if (m.o.num_workers > 0) {
-    m.prefetcher = std::make_unique<Prefetcher>(*m.dataset, m.order, m.o.batch_size, m.batches,
-                                                m.o.num_workers,
-                                                m.o.num_workers * m.o.prefetch_batches);
+    m.prefetcher =
+        std::make_unique<Prefetcher>(*m.dataset, m.order, m.o.batch_size, m.batches,
+                                     m.o.num_workers, m.o.num_workers * m.o.prefetch_batches);
   }
   m.current = m.fetch(m.next++);
   if (m.train) {
@@ -370,7 +373,9 @@ DataLoader::Iterator DataLoader::begin() {
   return Iterator(this);
 }
 
-Batch& DataLoader::Iterator::operator*() const { return loader_->impl_->current; }
+Batch& DataLoader::Iterator::operator*() const {
+  return loader_->impl_->current;
+}
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   Impl& m = *loader_->impl_;
@@ -406,8 +411,12 @@ void DataLoader::report_metric(double metric) {
   impl_->job->report_metric(metric);
 }
 
-bool DataLoader::is_train() const { return impl_->train; }
-int64_t DataLoader::batches_per_epoch() const { return impl_->batches; }
+bool DataLoader::is_train() const {
+  return impl_->train;
+}
+int64_t DataLoader::batches_per_epoch() const {
+  return impl_->batches;
+}
 int64_t DataLoader::global_batch_size() const {
   return impl_->o.batch_size * impl_->world_size;
 }

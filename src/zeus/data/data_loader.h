@@ -71,7 +71,7 @@ struct DataLoaderOptions {
   std::optional<bool> shuffle;  // default: the train loader shuffles, the eval loader does not
   uint64_t seed = 0;
   bool drop_last = false;
-  int num_workers = 0;  // threads making batches ahead of the loop; 0: on the caller's thread
+  int num_workers = 0;       // threads making batches ahead of the loop; 0: on the caller's thread
   int prefetch_batches = 2;  // per worker
   // Optional: a sampler of your own; it must match the dist context (world size, rank) and
   // the dataset's size. Default: one made from the options above.

@@ -49,7 +49,8 @@ class ProgressBar {
     }
     last_draw_ = now;
     const double dt = std::chrono::duration<double>(now - rate_t0_).count();
-    const double rate = dt > 0 ? static_cast<double>((done - rate_done0_) * samples_per_step) / dt : 0;
+    const double rate =
+        dt > 0 ? static_cast<double>((done - rate_done0_) * samples_per_step) / dt : 0;
     const int width = 24;
     const int filled = total > 0 ? static_cast<int>(width * done / total) : 0;
     std::string bar(static_cast<size_t>(filled), '#');
@@ -218,6 +219,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       start_epoch_log();
     }
     sync_point([&] {
+      set_sim_busy(true);
       train_t0_ = now();
       if (energy_) {
         energy_->begin_window("train");
@@ -252,6 +254,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     profiler_->on_epoch_end();
     sync_point([&] {
       train_elapsed_s_ += to_s(now() - train_t0_);
+      set_sim_busy(false);
       if (energy_) {
         train_energy_j_ += energy_->end_window("train").total_energy_j();
       }
@@ -269,6 +272,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       start_epoch_log();
     }
     sync_point([&] {
+      set_sim_busy(true);
       eval_t0_ = now();
       if (energy_) {
         energy_->begin_window("eval");
@@ -300,6 +304,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     profiler_->on_eval_end(eval_done_);
     sync_point([&] {
       eval_elapsed_s_ += to_s(now() - eval_t0_);
+      set_sim_busy(false);
       if (energy_) {
         eval_energy_j_ += energy_->end_window("eval").total_energy_j();
       }
@@ -321,7 +326,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
  private:
   enum class Phase { kBetween, kTrain, kEval };
 
-  static double to_s(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+  static double to_s(std::chrono::nanoseconds d) {
+    return std::chrono::duration<double>(d).count();
+  }
 
   // The rank's clock: its simulated GPU's virtual time, or the machine's monotonic clock.
   std::chrono::nanoseconds now() {
@@ -329,6 +336,15 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       return sim_->now(ranks_.local_rank);
     }
     return Clock::now().time_since_epoch();
+  }
+
+  // A simulated GPU draws the trace's power at its limit while its rank is inside a train or
+  // eval loop, so the per-epoch power logs show what a real GPU's would (virtual time advances
+  // only per step; the sampler runs on the machine's clock).
+  void set_sim_busy(bool busy) {
+    if (sim_) {
+      sim_->set_busy(ranks_.local_rank, busy);
+    }
   }
 
   void barrier() {
@@ -377,9 +393,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       so.gpu_count_from_state = false;
       if (so.state_path.empty()) {
         // One state per node and spec, so that ranks share their GPUs' limits and energy.
-        so.state_path = o_.log_dir / fmt::format(".sim-node{}-{}x{}-{}.state", ranks_.node_rank,
-                                                 so.gpu_count, so.gpu_model,
-                                                 std::hash<std::string>{}(o_.device) % 1000000);
+        so.state_path =
+            o_.log_dir / fmt::format(".sim-node{}-{}x{}-{}.state", ranks_.node_rank, so.gpu_count,
+                                     so.gpu_model, std::hash<std::string>{}(o_.device) % 1000000);
       }
       std::filesystem::create_directories(so.state_path.parent_path());
       auto sim = std::make_unique<device::sim::SimGpuSet>(std::move(so));
@@ -428,13 +444,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     std::optional<optimize::PowerProfile> profile;
     agree("loading the saved power profile", [&] {
       if (ranks_.is_master()) {
-        profile =
-            optimize::load_power_profile(optimize::power_profile_path(o_.log_dir, o_.global_batch_size));
+        profile = optimize::load_power_profile(
+            optimize::power_profile_path(o_.log_dir, o_.global_batch_size));
         if (profile && profile->global_batch_size != o_.global_batch_size) {
-          throw ConfigError(fmt::format(
-              "{} is for global batch size {}, not {}; delete it to profile again",
-              optimize::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
-              profile->global_batch_size, o_.global_batch_size));
+          throw ConfigError(
+              fmt::format("{} is for global batch size {}, not {}; delete it to profile again",
+                          optimize::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
+                          profile->global_batch_size, o_.global_batch_size));
         }
       }
     });
@@ -634,8 +650,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     profile_saved_ = true;
     optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
     p.job_id = o_.job_id;
-    optimize::save_power_profile(optimize::power_profile_path(o_.log_dir, o_.global_batch_size),
-                                 p);
+    optimize::save_power_profile(optimize::power_profile_path(o_.log_dir, o_.global_batch_size), p);
   }
 
   void draw_progress(std::string_view split, int64_t done, int64_t total) {
@@ -715,22 +730,50 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
 EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives)
     : impl_(std::make_unique<Impl>(std::move(options), collectives)) {}
 EnergyJob::~EnergyJob() = default;
-std::optional<int> EnergyJob::next_epoch() { return impl_->next_epoch(); }
-void EnergyJob::begin_train_epoch(int64_t iterations) { impl_->begin_train_epoch(iterations); }
-void EnergyJob::train_step_begin() { impl_->train_step_begin(); }
-void EnergyJob::train_step_end() { impl_->train_step_end(); }
-void EnergyJob::end_train_epoch() { impl_->end_train_epoch(); }
-void EnergyJob::begin_eval_epoch(int64_t iterations) { impl_->begin_eval_epoch(iterations); }
-void EnergyJob::eval_step_end() { impl_->eval_step_end(); }
-void EnergyJob::end_eval_epoch() { impl_->end_eval_epoch(); }
-void EnergyJob::report_metric(double metric) { impl_->report_metric(metric); }
-const ResolvedJobOptions& EnergyJob::options() const { return impl_->options(); }
-RankInfo EnergyJob::ranks() const { return impl_->ranks(); }
-bool EnergyJob::profiling_done() const { return impl_->profiling_done(); }
+std::optional<int> EnergyJob::next_epoch() {
+  return impl_->next_epoch();
+}
+void EnergyJob::begin_train_epoch(int64_t iterations) {
+  impl_->begin_train_epoch(iterations);
+}
+void EnergyJob::train_step_begin() {
+  impl_->train_step_begin();
+}
+void EnergyJob::train_step_end() {
+  impl_->train_step_end();
+}
+void EnergyJob::end_train_epoch() {
+  impl_->end_train_epoch();
+}
+void EnergyJob::begin_eval_epoch(int64_t iterations) {
+  impl_->begin_eval_epoch(iterations);
+}
+void EnergyJob::eval_step_end() {
+  impl_->eval_step_end();
+}
+void EnergyJob::end_eval_epoch() {
+  impl_->end_eval_epoch();
+}
+void EnergyJob::report_metric(double metric) {
+  impl_->report_metric(metric);
+}
+const ResolvedJobOptions& EnergyJob::options() const {
+  return impl_->options();
+}
+RankInfo EnergyJob::ranks() const {
+  return impl_->ranks();
+}
+bool EnergyJob::profiling_done() const {
+  return impl_->profiling_done();
+}
 std::optional<int64_t> EnergyJob::optimal_power_limit_mw() const {
   return impl_->optimal_power_limit_mw();
 }
-int64_t EnergyJob::current_power_limit_mw() const { return impl_->current_power_limit_mw(); }
-const std::optional<TrainResult>& EnergyJob::result() const { return impl_->result(); }
+int64_t EnergyJob::current_power_limit_mw() const {
+  return impl_->current_power_limit_mw();
+}
+const std::optional<TrainResult>& EnergyJob::result() const {
+  return impl_->result();
+}
 
 }  // namespace zeus::job

@@ -59,10 +59,10 @@ std::pair<int, int> parse_profile_params(std::string_view text, std::string_view
     profile = parse_number<int>(parts[1]);
   }
   if (!warmup || !profile || *warmup < 1 || *profile < 1) {
-    throw ConfigError(fmt::format(
-        "{}='{}': expected \"WARMUP,PROFILE\" iterations per power limit, both >= 1 "
-        "(default \"10,40\")",
-        what, text));
+    throw ConfigError(
+        fmt::format("{}='{}': expected \"WARMUP,PROFILE\" iterations per power limit, both >= 1 "
+                    "(default \"10,40\")",
+                    what, text));
   }
   return {*warmup, *profile};
 }
@@ -91,7 +91,8 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.per_rank_batch_size = per_rank_batch_size;
   r.global_batch_size = per_rank_batch_size * world_size;
 
-  r.eta = *pick(o.eta, kEnvEtaKnob, [](const std::string& t) { return parse_double(kEnvEtaKnob, t); });
+  r.eta =
+      *pick(o.eta, kEnvEtaKnob, [](const std::string& t) { return parse_double(kEnvEtaKnob, t); });
   if (!(r.eta >= 0 && r.eta <= 1)) {
     throw ConfigError(fmt::format("eta ({}) is {}; it must be in [0, 1]", kEnvEtaKnob.name, r.eta));
   }
@@ -101,9 +102,8 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
     throw ConfigError(fmt::format("cost threshold ({}) is {}; it must be > 0 (J), or inf",
                                   kEnvCostThresh.name, r.cost_threshold));
   }
-  const auto target = pick(o.target_metric, kEnvTargetMetric, [](const std::string& t) {
-    return parse_double(kEnvTargetMetric, t);
-  });
+  const auto target = pick(o.target_metric, kEnvTargetMetric,
+                           [](const std::string& t) { return parse_double(kEnvTargetMetric, t); });
   if (!target || !std::isfinite(*target)) {
     throw ConfigError(fmt::format(
         "the target metric is missing: set DataLoaderOptions::job.target_metric (the example's "
@@ -125,8 +125,8 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.log_dir = o.log_dir.value_or(get_env_or_default(kEnvLogDir));
   r.job_id = o.job_id.value_or(get_env_or_default(kEnvJobId));
   if (r.job_id.empty() || r.job_id.find('/') != std::string::npos) {
-    throw ConfigError(fmt::format("job id '{}' ({}) must be non-empty and contain no '/'",
-                                  r.job_id, kEnvJobId.name));
+    throw ConfigError(fmt::format("job id '{}' ({}) must be non-empty and contain no '/'", r.job_id,
+                                  kEnvJobId.name));
   }
   r.observer_mode = *pick(o.observer_mode, kEnvUseOptimalPl, [](const std::string& t) {
     return !parse_bool(t, kEnvUseOptimalPl.name);
@@ -137,8 +137,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
       return device::sim::SimClock::kVirtual;
     if (t == "real")
       return device::sim::SimClock::kReal;
-    throw ConfigError(
-        fmt::format("{}='{}': expected virtual or real", kEnvSimClock.name, t));
+    throw ConfigError(fmt::format("{}='{}': expected virtual or real", kEnvSimClock.name, t));
   });
   r.selector = optimize::parse_selector(o.selector);
   if (o.power_limit_step_mw <= 0) {
@@ -147,8 +146,8 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   }
   r.power_limit_step_mw = o.power_limit_step_mw;
   if (o.monitor_period < std::chrono::milliseconds(5)) {
-    throw ConfigError(fmt::format("monitor_period {} ms must be at least 5 ms",
-                                  o.monitor_period.count()));
+    throw ConfigError(
+        fmt::format("monitor_period {} ms must be at least 5 ms", o.monitor_period.count()));
   }
   r.monitor_period = o.monitor_period;
   r.progress_bar = o.progress_bar.value_or(isatty(STDERR_FILENO) == 1);

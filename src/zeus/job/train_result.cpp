@@ -28,7 +28,9 @@ std::string_view to_string(StopReason reason) {
 namespace {
 
 // JSON has no infinity: an unbounded threshold is written as null.
-json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json finite_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 }  // namespace
 

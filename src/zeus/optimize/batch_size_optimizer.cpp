@@ -44,18 +44,7 @@ BatchSizeObservation observation_from_json_line(std::string_view line, std::stri
 }
 
 void append_history(const std::filesystem::path& path, const BatchSizeObservation& obs) {
-  const std::string line = to_json_line(obs);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw_posix_error("opening batch-size history", path.string(), errno);
-  }
-  const ssize_t n = ::write(fd, line.data(), line.size());
-  const int write_errno = errno;
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(line.size()) || !synced) {
-    throw_posix_error("appending to batch-size history", path.string(), write_errno);
-  }
+  append_line_durable(path, to_json_line(obs), "batch-size history");
 }
 
 std::vector<BatchSizeObservation> read_history(const std::filesystem::path& path) {

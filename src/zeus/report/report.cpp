@@ -1,0 +1,524 @@
+#include "zeus/report/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/csv.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
+#include "zeus/common/units.h"
+#include "zeus/optimize/cost.h"
+
+namespace zeus::report {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+PowerLog read_power_log(const fs::path& path, int64_t bs, int epoch, int gpu) {
+  PowerLog log{path, bs, epoch, gpu, {}};
+  const std::string text = read_file(path);
+  size_t start = 0;
+  size_t line_no = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) {
+      nl = text.size();
+    }
+    const std::string_view line(text.data() + start, nl - start);
+    start = nl + 1;
+    if (++line_no == 1 || line.empty()) {
+      continue;  // the header "Time,Power"
+    }
+    const size_t comma = line.find(',');
+    const auto t = comma == std::string_view::npos ? std::nullopt : parse_utc_ns(line.substr(0, comma));
+    const auto mw = comma == std::string_view::npos ? std::nullopt
+                                                     : parse_number<int64_t>(line.substr(comma + 1));
+    if (!t || !mw) {
+      throw ConfigError(fmt::format("{}:{}: expected 'UTC time,power in mW', got '{}'",
+                                    path.string(), line_no, line));
+    }
+    log.samples.emplace_back(*t, static_cast<double>(*mw) / 1000.0);
+  }
+  return log;
+}
+
+std::string esc(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// "Nice" axis ticks covering [lo, hi].
+std::vector<double> ticks(double lo, double hi, int want = 5) {
+  if (!(hi > lo)) {
+    hi = lo + 1;
+  }
+  const double raw = (hi - lo) / want;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  std::vector<double> out;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    out.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  }
+  return out;
+}
+
+const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                         "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+struct Series {
+  std::string label;
+  std::vector<std::pair<double, double>> points;
+  bool markers = false;
+};
+
+struct Chart {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  std::vector<Series> series;
+  std::vector<std::pair<double, double>> shaded;  // x ranges
+  std::optional<std::pair<double, double>> highlight;  // one point, ringed in red
+  std::string highlight_label;
+  bool y_from_zero = true;
+};
+
+std::string render(const Chart& c, int width = 720, int height = 260) {
+  const double ml = 64, mr = 16, mt = 28, mb = 42;
+  double x0 = INFINITY, x1 = -INFINITY, y0 = c.y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
+  for (const auto& s : c.series) {
+    for (const auto& [x, y] : s.points) {
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+      y0 = std::min(y0, y);
+      y1 = std::max(y1, y);
+    }
+  }
+  if (!std::isfinite(x0)) {
+    return "<p><em>no data</em></p>";
+  }
+  if (x1 == x0) {
+    x1 = x0 + 1;
+  }
+  if (y1 <= y0) {
+    y1 = y0 + 1;
+  }
+  y1 += (y1 - y0) * 0.05;
+  const double pw = width - ml - mr, ph = height - mt - mb;
+  auto sx = [&](double x) { return ml + (x - x0) / (x1 - x0) * pw; };
+  auto sy = [&](double y) { return mt + ph - (y - y0) / (y1 - y0) * ph; };
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"{}\" y=\"16\" font-size=\"13\" "
+      "font-weight=\"bold\">{}</text>\n",
+      width, height, ml, esc(c.title));
+  for (const auto& [a, b] : c.shaded) {
+    const double l = sx(std::max(a, x0)), r = sx(std::min(b, x1));
+    if (r > l) {
+      svg += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fdd49e\" "
+          "fill-opacity=\"0.5\"/>\n",
+          l, mt, r - l, ph);
+    }
+  }
+  for (double t : ticks(y0, y1)) {
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/><text "
+        "x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
+        ml, ml + pw, sy(t), sy(t), ml - 4, sy(t) + 4, t);
+  }
+  for (double t : ticks(x0, x1, 8)) {
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/><text "
+        "x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n",
+        sx(t), sx(t), mt + ph, mt + ph + 4, sx(t), mt + ph + 16, t);
+  }
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n"
+      "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
+      "<text transform=\"translate(14,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      ml, mt, pw, ph, ml + pw / 2, height - 6, esc(c.x_label), mt + ph / 2, esc(c.y_label));
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const auto& s = c.series[i];
+    const char* color = kColors[i % 8];
+    std::string pts;
+    for (const auto& [x, y] : s.points) {
+      pts += fmt::format("{:.1f},{:.1f} ", sx(x), sy(y));
+    }
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+                       color, pts);
+    if (s.markers) {
+      for (const auto& [x, y] : s.points) {
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(x),
+                           sy(y), color);
+      }
+    }
+    svg += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1f}\" "
+        "y=\"{:.1f}\">{}</text>\n",
+        ml + pw - 150, mt + 10 + 14.0 * static_cast<double>(i), color, ml + pw - 136,
+        mt + 14 + 14.0 * static_cast<double>(i), esc(s.label));
+  }
+  if (c.highlight) {
+    svg += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" "
+        "stroke-width=\"2\"/><text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n",
+        sx(c.highlight->first), sy(c.highlight->second), sx(c.highlight->first) + 9,
+        sy(c.highlight->second) - 9, esc(c.highlight_label));
+  }
+  return svg + "</svg>\n";
+}
+
+const optimize::PowerProfile* profile_for(const RunData& run, int64_t bs) {
+  for (const auto& [path, p] : run.profiles) {
+    if (p.global_batch_size == bs) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+// Per limit: time per iteration (s), energy per iteration (J), cost per iteration.
+struct LimitRow {
+  int64_t limit_mw;
+  double time_s;
+  double energy_j;
+  double cost;
+};
+
+std::vector<LimitRow> limit_rows(const optimize::PowerProfile& p, double eta, double max_power_w) {
+  std::vector<LimitRow> rows;
+  std::optional<optimize::CostModel> cost;
+  if (max_power_w > 0) {
+    cost.emplace(eta, max_power_w);
+  }
+  for (const auto& [mw, m] : p.train) {
+    rows.push_back({mw, 1.0 / m.throughput_ips, m.power_w / m.throughput_ips,
+                    cost ? cost->cost_per_iteration(m.power_w, m.throughput_ips) : 0.0});
+  }
+  return rows;
+}
+
+std::string summary_html(const job::TrainResult& r) {
+  std::string h = "<table class=\"kv\">";
+  auto row = [&](std::string_view k, const std::string& v) {
+    h += fmt::format("<tr><th>{}</th><td>{}</td></tr>", k, esc(v));
+  };
+  row("result", fmt::format("{} after {} epoch(s) ({})", r.reached ? "target reached" : "target not reached",
+                            r.num_epochs, job::to_string(r.stop_reason)));
+  row("energy", fmt::format("{:.1f} J ({:.3f} Wh)", r.energy_j, r.energy_j / 3600));
+  row("time", fmt::format("{:.1f} s", r.time_s));
+  row("cost", fmt::format("{:.1f} (eta {}, MAXPOWER {:.0f} W)", r.cost, r.eta, r.max_power_w));
+  row("ranks", fmt::format("{} on {} node(s), device {}", r.world_size, r.nodes, r.device));
+  if (r.optimal_power_limit_mw) {
+    row("power limit", fmt::format("optimal {} W of max {} W{}{}", *r.optimal_power_limit_mw / 1000,
+                                   r.max_power_limit_mw / 1000, r.observer_mode ? " (observer mode: ran at max)" : "",
+                                   r.profiled ? "" : " (from a saved profile)"));
+    row(r.observer_mode ? "would have saved" : "saved (estimate)",
+        fmt::format("{:.1f} J and {:.1f} s vs the maximum limit", r.estimated_energy_saving_j,
+                    r.estimated_time_saving_s));
+  }
+  return h + "</table>\n";
+}
+
+std::string epochs_html(const job::TrainResult& r) {
+  std::string h =
+      "<table><tr><th>epoch</th><th>train iters</th><th>train s</th><th>train J</th><th>eval "
+      "iters</th><th>eval s</th><th>eval J</th><th>limit W</th><th>metric</th></tr>";
+  for (const auto& e : r.epochs) {
+    h += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.2f}</td><td>{:."
+        "1f}</td><td>{}</td><td>{}</td></tr>",
+        e.epoch + 1, e.train_iterations, e.train_time_s, e.train_energy_j, e.eval_iterations,
+        e.eval_time_s, e.eval_energy_j, e.power_limit_mw / 1000,
+        e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
+  }
+  return h + "</table>\n";
+}
+
+std::string timeline_html(const RunData& run, const job::TrainResult& r) {
+  Chart c;
+  c.title = fmt::format("Power per GPU, global batch size {} (profiling windows shaded)",
+                        r.global_batch_size);
+  c.x_label = "time since the first sample (s)";
+  c.y_label = "power (W)";
+  std::map<int, Series> by_gpu;
+  int64_t t0 = INT64_MAX;
+  for (const auto& log : run.power_logs) {
+    if (log.batch_size == r.global_batch_size && !log.samples.empty()) {
+      t0 = std::min(t0, log.samples.front().first);
+    }
+  }
+  if (t0 == INT64_MAX) {
+    return "<p><em>no power logs for this batch size</em></p>";
+  }
+  for (const auto& log : run.power_logs) {
+    if (log.batch_size != r.global_batch_size) {
+      continue;
+    }
+    Series& s = by_gpu[log.gpu];
+    s.label = fmt::format("gpu{}", log.gpu);
+    // At most ~1500 points per log keeps the page light.
+    const size_t stride = std::max<size_t>(1, log.samples.size() / 1500);
+    for (size_t i = 0; i < log.samples.size(); i += stride) {
+      s.points.emplace_back(static_cast<double>(log.samples[i].first - t0) / 1e9,
+                            log.samples[i].second);
+    }
+  }
+  for (auto& [gpu, s] : by_gpu) {
+    std::sort(s.points.begin(), s.points.end());
+    c.series.push_back(std::move(s));
+  }
+  for (const auto& w : r.windows) {
+    c.shaded.emplace_back(static_cast<double>(w.begin_unix_ns - t0) / 1e9,
+                          static_cast<double>(w.end_unix_ns - t0) / 1e9);
+  }
+  return render(c);
+}
+
+std::string profile_html(const optimize::PowerProfile& p, const job::TrainResult* r) {
+  const double eta = r ? r->eta : 0.5;
+  const double maxp = r ? r->max_power_w : 0;
+  const auto rows = limit_rows(p, eta, maxp);
+  std::string h;
+  auto chart = [&](std::string title, std::string unit, auto value) {
+    Chart c;
+    c.title = std::move(title);
+    c.x_label = "power limit (W)";
+    c.y_label = std::move(unit);
+    c.y_from_zero = false;
+    Series s{"per iteration", {}, true};
+    for (const auto& row : rows) {
+      s.points.emplace_back(static_cast<double>(row.limit_mw) / 1000, value(row));
+      if (row.limit_mw == p.optimal_power_limit_mw) {
+        c.highlight = std::pair(static_cast<double>(row.limit_mw) / 1000, value(row));
+        c.highlight_label = fmt::format("chosen: {} W", row.limit_mw / 1000);
+      }
+    }
+    c.series.push_back(std::move(s));
+    h += render(c, 360, 220);
+  };
+  if (maxp > 0) {
+    chart("Cost per iteration", "cost", [](const LimitRow& x) { return x.cost; });
+  }
+  chart("Energy per iteration", "J (all GPUs)", [](const LimitRow& x) { return x.energy_j; });
+  chart("Time per iteration", "s", [](const LimitRow& x) { return x.time_s; });
+  h += "<table><tr><th>limit W</th><th>iterations/s</th><th>power W</th><th>J/iteration</th>"
+       "<th>cost/iteration</th></tr>";
+  for (const auto& row : rows) {
+    const auto& m = p.train.at(row.limit_mw);
+    h += fmt::format("<tr{}><td>{}</td><td>{:.3f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>",
+                     row.limit_mw == p.optimal_power_limit_mw ? " class=\"chosen\"" : "",
+                     row.limit_mw / 1000, m.throughput_ips, m.power_w, row.energy_j,
+                     maxp > 0 ? fmt::format("{:.2f}", row.cost) : "-");
+  }
+  return h + "</table>\n";
+}
+
+std::string tune_html(const RunData& run) {
+  std::string h = "<h2>zeus tune: batch size and cost per recurrence</h2>\n";
+  Chart c;
+  c.title = "Cost of each try (reached: filled line; labels: batch size)";
+  c.x_label = "recurrence";
+  c.y_label = "cost";
+  std::map<int64_t, Series> by_bs;
+  for (const auto& t : run.tune_tries) {
+    Series& s = by_bs[t.batch_size];
+    s.label = fmt::format("bs {}", t.batch_size);
+    s.markers = true;
+    s.points.emplace_back(t.recurrence + 1, t.cost);
+  }
+  for (auto& [bs, s] : by_bs) {
+    c.series.push_back(std::move(s));
+  }
+  h += render(c);
+  h += "<table><tr><th>recurrence</th><th>try</th><th>batch size</th><th>lr</th><th>cost</th><th>"
+       "energy J</th><th>time s</th><th>epochs</th><th>reached</th><th>threshold</th></tr>";
+  for (const auto& t : run.tune_tries) {
+    h += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:g}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:."
+        "1f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        t.recurrence + 1, t.attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s,
+        t.num_epochs, t.reached ? "yes" : "no",
+        std::isfinite(t.cost_threshold) ? fmt::format("{:.1f}", t.cost_threshold) : "-");
+  }
+  return h + "</table>\n";
+}
+
+}  // namespace
+
+RunData load_run(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw ConfigError(fmt::format("'{}' is not a directory; give the log dir of a run (default "
+                                  "zeus_log/, or ZEUS_LOG_DIR / --log-dir)",
+                                  dir.string()));
+  }
+  RunData run;
+  run.dir = dir;
+  const std::regex log_name(R"(bs(\d+)\+e(\d+)\+gpu(\d+)\.power\.log)");
+  const std::regex profile_name(R"(bs(\d+)\.power\.json)");
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    entries.push_back(e.path());
+  }
+  std::sort(entries.begin(), entries.end());
+  for (const auto& path : entries) {
+    const std::string name = path.filename().string();
+    std::smatch m;
+    if (name.ends_with(".train.json")) {
+      run.results.emplace_back(path, job::load_train_result(path));
+    } else if (std::regex_match(name, m, profile_name)) {
+      if (auto p = optimize::load_power_profile(path)) {
+        run.profiles.emplace_back(path, *p);
+      }
+    } else if (std::regex_match(name, m, log_name)) {
+      run.power_logs.push_back(read_power_log(path, std::stoll(m[1]), std::stoi(m[2]),
+                                              std::stoi(m[3])));
+    } else if (name == tune::kTriesFileName) {
+      run.tune_tries = tune::read_tries(path);
+    }
+  }
+  if (run.results.empty() && run.profiles.empty() && run.tune_tries.empty()) {
+    throw ConfigError(fmt::format(
+        "'{}' holds no train results (*.train.json), power profiles (bs*.power.json) or tune "
+        "history ({}); is it the log dir of a zeus::DataLoader or zeus tune run?",
+        dir.string(), tune::kTriesFileName));
+  }
+  return run;
+}
+
+std::string to_html(const RunData& run) {
+  std::string h = fmt::format(
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>zeus report: {}</title>\n"
+      "<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}"
+      "table{{border-collapse:collapse;margin:0.5em 0 1.5em}}td,th{{border:1px solid #ccc;"
+      "padding:2px 8px;text-align:right}}table.kv th{{text-align:left}}tr.chosen{{background:"
+      "#fdd}}h2{{border-bottom:1px solid #ccc}}svg{{margin:4px}}</style></head><body>\n"
+      "<h1>zeus report</h1><p>{}</p>\n",
+      esc(run.dir.string()), esc(run.dir.string()));
+  if (!run.tune_tries.empty()) {
+    h += tune_html(run);
+  }
+  // In a tune directory every try has a result; show the details of the last few.
+  const size_t first = run.results.size() > 4 ? run.results.size() - 4 : 0;
+  if (first > 0) {
+    h += fmt::format("<p>{} train results; the last 4 follow.</p>\n", run.results.size());
+  }
+  for (size_t i = first; i < run.results.size(); ++i) {
+    const auto& [path, r] = run.results[i];
+    h += fmt::format("<h2>{}</h2>\n", esc(path.filename().string()));
+    h += summary_html(r);
+    h += timeline_html(run, r);
+    if (const auto* p = profile_for(run, r.global_batch_size)) {
+      h += "<h3>Power limits profiled</h3>\n" + profile_html(*p, &r);
+    }
+    h += "<h3>Epochs</h3>\n" + epochs_html(r);
+  }
+  if (run.results.empty()) {
+    for (const auto& [path, p] : run.profiles) {
+      h += fmt::format("<h2>{}</h2>\n", esc(path.filename().string())) + profile_html(p, nullptr);
+    }
+  }
+  return h + "</body></html>\n";
+}
+
+std::string to_markdown(const RunData& run) {
+  std::string md = fmt::format("# zeus report: {}\n\n", run.dir.string());
+  for (const auto& [path, r] : run.results) {
+    md += fmt::format("## {}\n\n{}\n\n", path.filename().string(), job::summary_line(r));
+    md += "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
+          "|---|---|---|---|---|---|---|\n";
+    for (const auto& e : r.epochs) {
+      md += fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |\n", e.epoch + 1,
+                        e.train_time_s, e.train_energy_j, e.eval_time_s, e.eval_energy_j,
+                        e.power_limit_mw / 1000, e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
+    }
+    if (const auto* p = profile_for(run, r.global_batch_size)) {
+      md += "\n| limit W | iterations/s | power W | J/iteration | cost/iteration |\n"
+            "|---|---|---|---|---|\n";
+      for (const auto& row : limit_rows(*p, r.eta, r.max_power_w)) {
+        const auto& m = p->train.at(row.limit_mw);
+        md += fmt::format("| {}{} | {:.3f} | {:.1f} | {:.2f} | {:.2f} |\n", row.limit_mw / 1000,
+                          row.limit_mw == p->optimal_power_limit_mw ? " (chosen)" : "",
+                          m.throughput_ips, m.power_w, row.energy_j, row.cost);
+      }
+    }
+    md += "\n";
+  }
+  if (!run.tune_tries.empty()) {
+    md += "## zeus tune\n\n| recurrence | try | batch size | cost | energy J | time s | reached |\n"
+          "|---|---|---|---|---|---|---|\n";
+    for (const auto& t : run.tune_tries) {
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", t.recurrence + 1,
+                        t.attempt + 1, t.batch_size, t.cost, t.energy_j, t.time_s,
+                        t.reached ? "yes" : "no");
+    }
+  }
+  return md;
+}
+
+std::string to_json(const RunData& run) {
+  json j;
+  j["dir"] = run.dir.string();
+  j["results"] = json::array();
+  for (const auto& [path, r] : run.results) {
+    json one = json::parse(job::to_json(r));
+    one["file"] = path.filename().string();
+    j["results"].push_back(std::move(one));
+  }
+  j["profiles"] = json::array();
+  for (const auto& [path, p] : run.profiles) {
+    json one = json::parse(optimize::to_json(p));
+    one["file"] = path.filename().string();
+    j["profiles"].push_back(std::move(one));
+  }
+  j["power_logs"] = json::array();
+  for (const auto& log : run.power_logs) {
+    double energy_j = 0;
+    for (size_t i = 1; i < log.samples.size(); ++i) {
+      energy_j += (log.samples[i].second + log.samples[i - 1].second) / 2 *
+                  static_cast<double>(log.samples[i].first - log.samples[i - 1].first) / 1e9;
+    }
+    j["power_logs"].push_back({{"file", log.path.filename().string()},
+                               {"batch_size", log.batch_size},
+                               {"epoch", log.epoch},
+                               {"gpu", log.gpu},
+                               {"samples", log.samples.size()},
+                               {"energy", energy_j}});
+  }
+  j["tune_tries"] = json::array();
+  for (const auto& t : run.tune_tries) {
+    j["tune_tries"].push_back(json::parse(tune::to_json_line(t)));
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace zeus::report

@@ -1,0 +1,370 @@
+#include "zeus/tune/tuner.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/json.h"
+#include "zeus/common/posix.h"
+#include "zeus/common/signal_pipe.h"
+#include "zeus/job/train_result.h"
+#include "zeus/optimize/batch_size_optimizer.h"
+
+namespace zeus::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string to_json_line(const TuneTry& t) {
+  json j{{"recurrence", t.recurrence},
+         {"try", t.attempt},
+         {"batch_size", t.batch_size},
+         {"lr", t.lr},
+         {"seed", t.seed},
+         {"job_id", t.job_id},
+         {"cost_threshold", std::isfinite(t.cost_threshold) ? json(t.cost_threshold) : json()},
+         {"exit_code", t.exit_code},
+         {"energy", t.energy_j},
+         {"time", t.time_s},
+         {"cost", t.cost},
+         {"reached", t.reached},
+         {"num_epochs", t.num_epochs},
+         {"recurrence_cost", t.recurrence_cost}};
+  return j.dump() + "\n";
+}
+
+TuneTry tune_try_from_json_line(std::string_view line, std::string_view where) {
+  try {
+    const json j = json::parse(line);
+    TuneTry t;
+    t.recurrence = static_cast<int>(json_int(j.at("recurrence"), "recurrence"));
+    t.attempt = static_cast<int>(json_int(j.at("try"), "try"));
+    t.batch_size = json_int(j.at("batch_size"), "batch_size");
+    t.lr = j.value("lr", 0.0);
+    t.seed = static_cast<uint64_t>(json_int(j.value("seed", json(0)), "seed"));
+    t.job_id = j.value("job_id", std::string());
+    t.cost_threshold = j.contains("cost_threshold") && j["cost_threshold"].is_number()
+                           ? j["cost_threshold"].get<double>()
+                           : std::numeric_limits<double>::infinity();
+    t.exit_code = static_cast<int>(json_int(j.value("exit_code", json(0)), "exit_code"));
+    t.energy_j = j.at("energy").get<double>();
+    t.time_s = j.at("time").get<double>();
+    t.cost = j.at("cost").get<double>();
+    t.reached = j.at("reached").get<bool>();
+    t.num_epochs = static_cast<int>(json_int(j.value("num_epochs", json(0)), "num_epochs"));
+    t.recurrence_cost = j.value("recurrence_cost", 0.0);
+    return t;
+  } catch (const json::exception& e) {
+    throw ConfigError(fmt::format("{}: not a tune try record: {}", where, e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+std::vector<TuneTry> read_tries(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return {};
+  }
+  const std::string text = read_file(path);
+  std::vector<TuneTry> out;
+  size_t line_no = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) {
+      nl = text.size();
+    }
+    ++line_no;
+    const std::string_view line(text.data() + start, nl - start);
+    if (!line.empty()) {
+      out.push_back(tune_try_from_json_line(line, fmt::format("{}:{}", path.string(), line_no)));
+    }
+    start = nl + 1;
+  }
+  return out;
+}
+
+double scaled_lr(const TuneOptions& o, int64_t batch_size) {
+  const double ratio = static_cast<double>(batch_size) / static_cast<double>(o.default_batch_size);
+  if (o.lr_scaling == "linear") {
+    return o.default_lr * ratio;
+  }
+  if (o.lr_scaling == "sqrt") {
+    return o.default_lr * std::sqrt(ratio);
+  }
+  return o.default_lr;
+}
+
+std::vector<std::string> expand_command(const TuneOptions& o, const TuneTry& t) {
+  std::vector<std::string> out;
+  for (std::string arg : o.command) {
+    auto replace = [&](std::string_view key, const std::string& value) {
+      for (size_t at = arg.find(key); at != std::string::npos; at = arg.find(key, at + value.size())) {
+        arg.replace(at, key.size(), value);
+      }
+    };
+    replace("{bs}", std::to_string(t.batch_size));
+    replace("{lr}", fmt::format("{}", t.lr));
+    replace("{seed}", std::to_string(t.seed));
+    if (o.epochs > 0) {
+      replace("{epochs}", std::to_string(o.epochs));
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+namespace {
+
+json options_json(const TuneOptions& o) {
+  return {{"batch_sizes", o.batch_sizes}, {"default_batch_size", o.default_batch_size},
+          {"eta", o.eta},                 {"beta", o.beta},
+          {"seed", o.seed},               {"window", o.window},
+          {"lr_scaling", o.lr_scaling},   {"default_lr", o.default_lr},
+          {"command", o.command}};
+}
+
+void validate(const TuneOptions& o) {
+  if (o.batch_sizes.empty()) {
+    throw ConfigError("--batch-sizes is empty; give a list such as 32,64,128,256");
+  }
+  for (int64_t bs : o.batch_sizes) {
+    if (bs < 1) {
+      throw ConfigError(fmt::format("--batch-sizes: {} is not a positive batch size", bs));
+    }
+  }
+  if (o.recurrences < 1) {
+    throw ConfigError(fmt::format("--recurrences {} must be at least 1", o.recurrences));
+  }
+  if (!(o.eta >= 0 && o.eta <= 1)) {
+    throw ConfigError(fmt::format("--eta {} must be in [0, 1]", o.eta));
+  }
+  if (o.lr_scaling != "none" && o.lr_scaling != "linear" && o.lr_scaling != "sqrt") {
+    throw ConfigError(
+        fmt::format("--lr-scaling '{}': expected none, linear or sqrt", o.lr_scaling));
+  }
+  if (o.lr_scaling != "none" && !(o.default_lr > 0)) {
+    throw ConfigError("--lr-scaling needs --default-lr, the learning rate at the default batch size");
+  }
+  if (o.command.empty()) {
+    throw ConfigError("no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
+  }
+  // The optimizer checks the list, the default and beta.
+  optimize::BatchSizeOptimizer check({.batch_sizes = o.batch_sizes,
+                                      .default_batch_size = o.default_batch_size,
+                                      .beta = o.beta,
+                                      .seed = o.seed,
+                                      .window = o.window});
+}
+
+// The result files a try left: DIR/{job_id}+bs*.train.json.
+std::vector<fs::path> result_files(const fs::path& dir, const std::string& job_id) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(job_id + "+bs") && name.ends_with(".train.json")) {
+      out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+struct ChildExit {
+  int exit_code = 0;   // 128 + signal when killed
+  int stop_signal = 0;  // a signal this tuner got meanwhile (forwarded to the child)
+};
+
+ChildExit run_child(const std::vector<std::string>& argv,
+                    const std::map<std::string, std::string>& env) {
+  SignalPipe signals({SIGINT, SIGTERM, SIGHUP});
+  ChildArgs args(argv, env);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw_posix_error("starting the training command", argv[0], errno);
+  }
+  if (pid == 0) {
+    // The command dies with the tuner (SIGTERM lets `zeus run` restore limits on the way).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    ::execvpe(args.argv()[0], args.argv(), args.envp());
+    const std::string msg =
+        fmt::format("zeus tune: cannot run '{}': {}\n", argv[0], errno_string(errno));
+    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ChildExit result;
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return result;
+    }
+    if (const int sig = signals.wait_for(std::chrono::milliseconds(50)); sig != 0) {
+      result.stop_signal = sig;
+      ::kill(pid, sig);
+    }
+  }
+}
+
+std::string fmt_threshold(double t) { return std::isfinite(t) ? fmt::format("{:.1f}", t) : "-"; }
+
+}  // namespace
+
+int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
+  try {
+    validate(o);
+  } catch (const ConfigError& e) {
+    err << "zeus tune: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    fs::create_directories(o.log_dir);
+    const fs::path options_path = o.log_dir / kOptionsFileName;
+    const fs::path tries_path = o.log_dir / kTriesFileName;
+    const json options = options_json(o);
+    if (fs::exists(options_path)) {
+      const json saved = json::parse(read_file(options_path), nullptr, false);
+      if (saved != options) {
+        err << fmt::format(
+            "zeus tune: {} holds a tune run with other options ({}); resume it with the same "
+            "options, or use another --log-dir\n",
+            o.log_dir.string(), saved.is_discarded() ? "unreadable" : saved.dump());
+        return 2;
+      }
+    } else {
+      write_file_atomic(options_path, options.dump(2) + "\n");
+    }
+    std::vector<TuneTry> tries = read_tries(tries_path);
+    optimize::BatchSizeOptimizer optimizer({.batch_sizes = o.batch_sizes,
+                                            .default_batch_size = o.default_batch_size,
+                                            .beta = o.beta,
+                                            .seed = o.seed,
+                                            .window = o.window});
+    std::vector<optimize::BatchSizeObservation> history;
+    for (const auto& t : tries) {
+      history.push_back({t.batch_size, t.cost, t.reached, t.recurrence_cost});
+    }
+    optimizer.replay(history);
+
+    int rec = 0;
+    int attempt = 0;
+    double rec_cost = 0;
+    if (!tries.empty()) {
+      const TuneTry& last = tries.back();
+      rec = last.reached ? last.recurrence + 1 : last.recurrence;
+      attempt = last.reached ? 0 : last.attempt + 1;
+      for (const auto& t : tries) {
+        if (t.recurrence == rec) {
+          rec_cost += t.cost;
+        }
+      }
+      out << fmt::format("zeus tune: resuming {} after {} tries: recurrence {}, try {}\n",
+                         tries_path.string(), tries.size(), rec + 1, attempt + 1);
+    }
+    const int max_tries = o.max_tries_per_recurrence > 0
+                              ? o.max_tries_per_recurrence
+                              : static_cast<int>(o.batch_sizes.size()) + 1;
+    out << fmt::format("{:>4} {:>4} {:>6} {:>9} {:>12} {:>12} {:>9} {:>7} {:>12}  {}\n", "rec",
+                       "try", "bs", "lr", "cost", "energy (J)", "time (s)", "reached",
+                       "threshold", "stage");
+    out.flush();
+    for (; rec < o.recurrences;) {
+      TuneTry t;
+      t.recurrence = rec;
+      t.attempt = attempt;
+      const bool pruning = optimizer.pruning();
+      t.batch_size = optimizer.next_batch_size();
+      t.lr = scaled_lr(o, t.batch_size);
+      t.seed = o.seed + static_cast<uint64_t>(rec);
+      t.job_id = fmt::format("rec{:03}+try{}", rec, attempt);
+      t.cost_threshold = optimizer.cost_threshold();
+      for (const auto& stale : result_files(o.log_dir, t.job_id)) {
+        fs::remove(stale);  // left by a try that was killed before it was recorded
+      }
+      std::map<std::string, std::string> env{{"ZEUS_LOG_DIR", o.log_dir.string()},
+                                             {"ZEUS_JOB_ID", t.job_id},
+                                             {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)},
+                                             {"ZEUS_TUNE_BATCH_SIZE", std::to_string(t.batch_size)}};
+      env["ZEUS_COST_THRESH"] =
+          std::isfinite(t.cost_threshold) ? fmt::format("{}", t.cost_threshold) : "inf";
+      const ChildExit child = run_child(expand_command(o, t), env);
+      t.exit_code = child.exit_code;
+      if (child.stop_signal != 0) {
+        err << fmt::format(
+            "zeus tune: stopped by signal {} during recurrence {} try {} (not recorded); run the "
+            "same command again to resume\n",
+            child.stop_signal, rec + 1, attempt + 1);
+        return 128 + child.stop_signal;
+      }
+      const auto files = result_files(o.log_dir, t.job_id);
+      if (files.size() != 1) {
+        err << fmt::format(
+            "zeus tune: the command exited with code {} and wrote {} train results named "
+            "{}/{}+bs*.train.json (expected 1); fix it and run zeus tune again: it resumes at "
+            "recurrence {} try {}\n",
+            child.exit_code, files.size(), o.log_dir.string(), t.job_id, rec + 1, attempt + 1);
+        return 1;
+      }
+      const job::TrainResult result = job::load_train_result(files.front());
+      t.energy_j = result.energy_j;
+      t.time_s = result.time_s;
+      t.cost = result.cost;
+      t.reached = result.reached;
+      t.num_epochs = result.num_epochs;
+      t.recurrence_cost = t.reached ? rec_cost + t.cost : 0;
+      optimizer.observe({t.batch_size, t.cost, t.reached, t.recurrence_cost});
+      append_line_durable(tries_path, to_json_line(t), "the tune history");
+      out << fmt::format("{:>4} {:>4} {:>6} {:>9.4g} {:>12.1f} {:>12.1f} {:>9.2f} {:>7} {:>12}  {}\n",
+                         rec + 1, attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s,
+                         t.reached ? "yes" : "no", fmt_threshold(t.cost_threshold),
+                         pruning ? fmt::format("pruning {}", optimizer.pruning_round())
+                                 : std::string("thompson"));
+      if (t.reached) {
+        out << fmt::format("     recurrence {}/{} done: batch size {} in {} tr{}, cost {:.1f}\n",
+                           rec + 1, o.recurrences, t.batch_size, attempt + 1,
+                           attempt == 0 ? "y" : "ies", t.recurrence_cost);
+        ++rec;
+        attempt = 0;
+        rec_cost = 0;
+      } else {
+        rec_cost += t.cost;
+        if (++attempt >= max_tries) {
+          err << fmt::format(
+              "zeus tune: recurrence {} made {} tries without reaching the target; check the "
+              "target metric and the epochs\n",
+              rec + 1, attempt);
+          return 1;
+        }
+      }
+      out.flush();
+    }
+    // The summary: every batch size's tries and mean cost of those that reached.
+    tries = read_tries(tries_path);
+    out << fmt::format("zeus tune: {} recurrences, {} tries; batch sizes left: {}\n", o.recurrences,
+                       tries.size(),
+                       optimizer.pruning() ? std::string("(still pruning)")
+                                           : fmt::format("{}", fmt::join(optimizer.arms(), ",")));
+    return 0;
+  } catch (const ConfigError& e) {
+    err << "zeus tune: " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "zeus tune: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace zeus::tune

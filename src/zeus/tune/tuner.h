@@ -1,0 +1,70 @@
+// `zeus tune`: the recurring-job driver. Each recurrence runs the user's training command with
+// the batch size the BatchSizeOptimizer picks (pruning, then Thompson sampling), passing the
+// cost threshold and the job's identity in ZEUS_* variables, reads back the train result, and
+// feeds the optimizer; a recurrence ends with the first try that reaches the target. Every try
+// is one line of DIR/tune-tries.jsonl, so a killed tuner resumes where it stopped.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::tune {
+
+struct TuneOptions {
+  std::vector<int64_t> batch_sizes;
+  int64_t default_batch_size = 0;
+  int recurrences = 10;
+  double eta = 0.5;
+  double beta = 2.0;
+  uint64_t seed = 1;  // the optimizer's, and {seed} = seed + recurrence
+  int window = 0;     // Thompson sampling window (0: all observations)
+  std::string lr_scaling = "none";  // none | linear | sqrt: {lr} from default_lr
+  double default_lr = 0;            // the learning rate at default_batch_size
+  int epochs = 0;                   // {epochs}; 0: not substituted
+  int max_tries_per_recurrence = 0;  // 0: number of batch sizes + 1
+  std::filesystem::path log_dir = "zeus_tune";
+  std::vector<std::string> command;  // with {bs} {lr} {seed} {epochs} placeholders
+};
+
+// One run of the command.
+struct TuneTry {
+  int recurrence = 0;
+  int attempt = 0;  // within the recurrence
+  int64_t batch_size = 0;
+  double lr = 0;
+  uint64_t seed = 0;
+  std::string job_id;
+  double cost_threshold = 0;  // passed as ZEUS_COST_THRESH (infinity: none)
+  int exit_code = 0;
+  double energy_j = 0;
+  double time_s = 0;
+  double cost = 0;
+  bool reached = false;
+  int num_epochs = 0;
+  double recurrence_cost = 0;  // for a try that reached: the recurrence's tries' costs summed
+};
+
+inline constexpr const char* kTriesFileName = "tune-tries.jsonl";
+inline constexpr const char* kOptionsFileName = "tune.json";
+
+std::string to_json_line(const TuneTry& t);
+TuneTry tune_try_from_json_line(std::string_view line, std::string_view where);
+// {} when the file is missing; ConfigError naming file:line for a malformed line.
+std::vector<TuneTry> read_tries(const std::filesystem::path& path);
+
+// {lr} for a batch size: default_lr scaled linearly or by the square root of bs / default.
+double scaled_lr(const TuneOptions& options, int64_t batch_size);
+// The command with {bs} {lr} {seed} {epochs} replaced.
+std::vector<std::string> expand_command(const TuneOptions& options, const TuneTry& t);
+
+// Runs (or resumes) the recurrences. Returns the exit code: 0 done, 1 a try failed (no train
+// result) or the run was interrupted, 2 bad options (nothing run). Tables go to `out`, errors to
+// `err`, one line each.
+int run_tune(const TuneOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace zeus::tune

@@ -1,0 +1,161 @@
+// `zeus tune` through the binary, with a fake training command (a shell script that writes a
+// train result whose cost depends on the batch size): recurrences, thresholds, the history,
+// resuming after SIGKILL, and bad input. The real example under `zeus tune` is in example_test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/tune/tuner.h"
+
+namespace zeus {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// cost = (bs - 64)^2 / 10 + 100, so 64 is the cheapest; 256 never reaches the target. When
+// $SLOW_ON_CALL is N, the N-th call sleeps for a minute first (to be killed meanwhile).
+constexpr const char* kFakeTrainer = R"(#!/bin/sh
+bs=$1
+echo "bs=$bs threshold=$ZEUS_COST_THRESH eta=$ZEUS_ETA_KNOB job=$ZEUS_JOB_ID" >> "$ZEUS_LOG_DIR/calls.log"
+n=$(wc -l < "$ZEUS_LOG_DIR/calls.log")
+# exec: the sleep itself gets the SIGTERM zeus tune arranges for its command when it dies.
+if [ -n "$SLOW_ON_CALL" ] && [ "$n" -eq "$SLOW_ON_CALL" ]; then exec sleep 60; fi
+reached=true
+[ "$bs" -ge 256 ] && reached=false
+cost=$(( (bs - 64) * (bs - 64) / 10 + 100 ))
+printf '{"energy": %d, "time": 1.5, "cost": %d, "num_epochs": 2, "reached": %s}\n' \
+  "$cost" "$cost" "$reached" > "$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs$bs.train.json"
+)";
+
+struct Fixture {
+  test::TempDir dir;
+  fs::path script = dir / "trainer.sh";
+  Fixture() { write_file_atomic(script, kFakeTrainer); }
+  std::vector<std::string> tune_argv(const fs::path& log_dir, int recurrences) const {
+    return {ZEUS_CLI_PATH,   "tune",          "--batch-sizes", "32,64,128,256",
+            "--default-batch-size", "64",     "--recurrences", std::to_string(recurrences),
+            "--log-dir",     log_dir.string(), "--eta",         "0.5",
+            "--",            "/bin/sh",       script.string(), "{bs}"};
+  }
+};
+
+std::vector<int64_t> batch_sizes(const std::vector<tune::TuneTry>& tries) {
+  std::vector<int64_t> out;
+  for (const auto& t : tries)
+    out.push_back(t.batch_size);
+  return out;
+}
+
+TEST(ZeusTune, RunsRecurrencesFeedsTheBanditAndPassesTheThreshold) {
+  Fixture f;
+  const fs::path log = f.dir / "tune";
+  const auto r = test::run_process(f.tune_argv(log, 3));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("recurrence 3/3 done"));
+  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  ASSERT_GE(tries.size(), 3u);
+  // The first try is the default batch size, with no threshold yet; it reaches the target.
+  EXPECT_EQ(tries[0].batch_size, 64);
+  EXPECT_TRUE(tries[0].reached);
+  EXPECT_FALSE(std::isfinite(tries[0].cost_threshold));
+  EXPECT_DOUBLE_EQ(tries[0].cost, 100);
+  // Every recurrence ends with exactly one try that reached, whose recurrence cost sums its tries.
+  std::set<int> done;
+  double running = 0;
+  for (const auto& t : tries) {
+    running += t.cost;
+    if (t.reached) {
+      EXPECT_TRUE(done.insert(t.recurrence).second);
+      EXPECT_DOUBLE_EQ(t.recurrence_cost, running);
+      running = 0;
+    }
+    if (&t != &tries.front()) {
+      // beta (2) x the cheapest recurrence so far (100 at bs 64).
+      EXPECT_DOUBLE_EQ(t.cost_threshold, 200) << t.job_id;
+    }
+  }
+  EXPECT_EQ(done, (std::set<int>{0, 1, 2}));
+  // The command saw the thresholds and eta in its environment.
+  const std::string calls = read_file(log / "calls.log");
+  EXPECT_THAT(calls, HasSubstr("bs=64 threshold=inf eta=0.5 job=rec000+try0"));
+  EXPECT_THAT(calls, HasSubstr("threshold=200"));
+}
+
+TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
+  Fixture f;
+  // Reference: 4 recurrences without interruption.
+  const fs::path ref = f.dir / "ref";
+  ASSERT_EQ(test::run_process(f.tune_argv(ref, 4)).exit_code, 0);
+  const auto want = batch_sizes(tune::read_tries(ref / tune::kTriesFileName));
+
+  const fs::path log = f.dir / "killed";
+  {
+    test::Child tuner(f.tune_argv(log, 4), {{"SLOW_ON_CALL", "3"}});
+    // Wait for the third call to start, then kill the tuner in the middle of it.
+    for (int i = 0; i < 300; ++i) {
+      std::error_code ec;
+      if (fs::exists(log / "calls.log", ec) &&
+          std::count(std::istreambuf_iterator<char>(std::ifstream(log / "calls.log").rdbuf()),
+                     std::istreambuf_iterator<char>(), '\n') >= 3)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    tuner.kill(SIGKILL);
+    EXPECT_EQ(tuner.wait().signal, SIGKILL);
+  }
+  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), 2u);
+  const auto r = test::run_process(f.tune_argv(log, 4));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("resuming"));
+  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  EXPECT_EQ(batch_sizes(tries), want);
+  std::set<std::pair<int, int>> seen;
+  for (const auto& t : tries)
+    EXPECT_TRUE(seen.insert({t.recurrence, t.attempt}).second) << t.job_id;
+  // Running again once done changes nothing.
+  const auto again = test::run_process(f.tune_argv(log, 4));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tries.size());
+}
+
+TEST(ZeusTune, BadInputExitsTwoWithoutRunning) {
+  Fixture f;
+  const fs::path log = f.dir / "bad";
+  auto argv = f.tune_argv(log, 2);
+  argv[5] = "48";  // --default-batch-size not in the list
+  auto r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("48"));
+  EXPECT_FALSE(fs::exists(log / "calls.log"));
+
+  r = test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
+                         "64", "--log-dir", log.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("no command"));
+
+  // A directory holding another tune run is not resumed with other options.
+  ASSERT_EQ(test::run_process(f.tune_argv(log, 1)).exit_code, 0);
+  argv = f.tune_argv(log, 1);
+  argv[3] = "32,64,128";
+  r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("other options"));
+
+  // A command that writes no result stops the tuner with a message; nothing is recorded.
+  r = test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
+                         "64", "--log-dir", (f.dir / "none").string(), "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("wrote 0 train results"));
+  EXPECT_TRUE(tune::read_tries(f.dir / "none" / tune::kTriesFileName).empty());
+}
+
+}  // namespace
+}  // namespace zeus
