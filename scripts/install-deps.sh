@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libopenblas0 libgloo-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev dataset-fashion-mnist
+  zlib1g-dev dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
 )
 
 missing=()

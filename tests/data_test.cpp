@@ -7,9 +7,12 @@
 #include <fstream>
 
 #include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/data/fashion_mnist.h"
 #include "zeus/data/idx.h"
+#include "zeus/data/image_codec.h"
+#include "zeus/data/image_folder.h"
 
 namespace zeus::data {
 namespace {
@@ -140,6 +143,97 @@ TEST(FashionMnist, DebianFilesLoad) {
   EXPECT_EQ(test.size(), 10000);
   EXPECT_EQ(test.labels.bincount().eq(1000).all().item<bool>(), true) << "1000 per class";
   EXPECT_NEAR(test.images.mean().item<double>(), kFashionMnistMean, 0.01);
+}
+
+// A w x h image of one colour with a diagonal gradient, so crops and flips change pixels.
+Rgb8Image test_image(int w, int h, uint8_t r, uint8_t g, uint8_t b) {
+  Rgb8Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &img.pixels[(static_cast<size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>(r / 2 + x * 2);
+      p[1] = static_cast<uint8_t>(g / 2 + y * 2);
+      p[2] = b;
+    }
+  }
+  return img;
+}
+
+TEST(ImageCodec, PngRoundTripsExactlyAndJpegClosely) {
+  test::TempDir dir;
+  const Rgb8Image img = test_image(37, 21, 200, 40, 90);
+  write_png(dir / "a.png", img);
+  const Rgb8Image png = read_image(dir / "a.png");
+  EXPECT_EQ(png.width, 37);
+  EXPECT_EQ(png.height, 21);
+  EXPECT_EQ(png.pixels, img.pixels);
+  write_jpeg(dir / "a.jpg", img, 95);
+  const Rgb8Image jpg = read_image(dir / "a.jpg");
+  ASSERT_EQ(jpg.pixels.size(), img.pixels.size());
+  double err = 0;
+  for (size_t i = 0; i < img.pixels.size(); ++i)
+    err += std::abs(static_cast<int>(jpg.pixels[i]) - static_cast<int>(img.pixels[i]));
+  EXPECT_LT(err / static_cast<double>(img.pixels.size()), 4.0);
+}
+
+TEST(ImageCodec, CorruptOrForeignFilesNameThePath) {
+  test::TempDir dir;
+  write_jpeg(dir / "ok.jpg", test_image(16, 16, 1, 2, 3));
+  std::string bytes = read_file(dir / "ok.jpg");
+  write_file_atomic(dir / "cut.jpg", bytes.substr(0, bytes.size() / 3));
+  write_file_atomic(dir / "text.png", "hello");
+  try {
+    read_image(dir / "cut.jpg");
+    FAIL() << "a truncated JPEG decoded";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr((dir / "cut.jpg").string()));
+  }
+  EXPECT_THROW(read_image(dir / "text.png"), ConfigError);
+  EXPECT_THROW(read_image(dir / "missing.png"), IoError);
+}
+
+TEST(ImageFolder, FindsClassesDecodesAndAugments) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "b_cat");
+  std::filesystem::create_directories(dir / "a_dog");
+  std::filesystem::create_directories(dir / "empty_is_ignored_file_only");
+  write_file_atomic(dir / "empty_is_ignored_file_only" / "notes.txt", "x");
+  write_png(dir / "a_dog" / "1.png", test_image(40, 30, 250, 0, 0));
+  write_jpeg(dir / "a_dog" / "2.JPG", test_image(30, 50, 250, 0, 0));
+  write_png(dir / "b_cat" / "1.png", test_image(64, 64, 0, 0, 250));
+  EXPECT_THROW(ImageFolderDataset(dir.path(), {}), ConfigError) << "a class without images";
+  std::filesystem::remove_all(dir / "empty_is_ignored_file_only");
+
+  ImageFolderDataset eval(dir.path(), {.image_size = 16, .train = false});
+  EXPECT_EQ(eval.classes(), (std::vector<std::string>{"a_dog", "b_cat"}));
+  ASSERT_EQ(eval.size(), 3);
+  const std::vector<int64_t> all{0, 1, 2};
+  const Batch a = eval.get_batch(all);
+  EXPECT_EQ(a.data.sizes(), (std::vector<int64_t>{3, 3, 16, 16}));
+  ASSERT_EQ(a.target.numel(), 3);
+  EXPECT_EQ(std::vector<int64_t>(a.target.data_ptr<int64_t>(), a.target.data_ptr<int64_t>() + 3),
+            (std::vector<int64_t>{0, 0, 1}));
+  EXPECT_TRUE(a.data.equal(eval.get_batch(all).data)) << "evaluation is deterministic";
+  // Normalized with ImageNet's statistics: the blue class has a high blue channel.
+  EXPECT_GT(a.data[2][2].mean().item<double>(), 1.5);
+  EXPECT_LT(a.data[0][2].mean().item<double>(), -1.5);
+
+  ImageFolderDataset train(dir.path(), {.image_size = 16, .train = true, .seed = 3});
+  const Batch t1 = train.get_batch(all);
+  const Batch t2 = train.get_batch(all);
+  EXPECT_EQ(t1.data.sizes(), a.data.sizes());
+  EXPECT_FALSE(t1.data.equal(t2.data)) << "augmentation draws new crops";
+
+  write_file_atomic(dir / "b_cat" / "2.png", "not a png");
+  ImageFolderDataset broken(dir.path(), {.image_size = 16});
+  const std::vector<int64_t> last{3};
+  try {
+    broken.get_batch(last);
+    FAIL() << "a corrupt image decoded";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("2.png"));
+  }
+  EXPECT_THROW(ImageFolderDataset(dir / "nope", {}), ConfigError);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/data/image_codec.h"
 
 namespace zeus {
 namespace {
@@ -58,6 +59,16 @@ TEST(FashionMnistExample, RunsUnderZeusRunLegacyLocalRankAndSpawn) {
     const auto result = dir / name / "zeus+bs128.train.json";
     EXPECT_TRUE(std::filesystem::exists(result)) << result;
   }
+}
+
+TEST(FashionMnistExample, MissingDatasetIsAClearErrorBeforeTraining) {
+  test::TempDir dir;
+  const auto r = test::run_process({ZEUS_EXAMPLE_PATH, "--data", (dir / "no-such-dir").string(),
+                                    "--device", "sim:v100", "--log-dir", (dir / "log").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr((dir / "no-such-dir").string()));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("epoch 1/")));
+  EXPECT_FALSE(std::filesystem::exists(dir / "log" / "zeus+bs64.train.json"));
 }
 
 // What `srun --ntasks 2` on one node gives each task (no torchrun variables).
@@ -139,6 +150,63 @@ TEST(FashionMnistExample, ZeusTuneRunsItAndResumesAfterBeingKilled) {
   // The first try ran at the default: 64 per rank, so 128 in the file name.
   EXPECT_TRUE(std::filesystem::exists(dir / "rec000+try0+bs128.train.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "power-limits.journal"));
+}
+
+// examples/image_folder on a tiny generated ImageNet-layout tree (PNG and JPEG, two colours),
+// 2 ranks with 2 decoding threads each.
+TEST(ImageFolderExample, TrainsOnAGeneratedTree) {
+  test::TempDir dir;
+  for (const char* split : {"train", "val"}) {
+    for (int c = 0; c < 2; ++c) {
+      const auto folder = dir / "data" / split / (c == 0 ? "red" : "blue");
+      std::filesystem::create_directories(folder);
+      for (int i = 0; i < (std::string(split) == "train" ? 12 : 4); ++i) {
+        data::Rgb8Image img{24 + i, 20 + 2 * i, {}};
+        img.pixels.resize(static_cast<size_t>(img.width) * img.height * 3);
+        for (size_t p = 0; p < img.pixels.size(); p += 3) {
+          img.pixels[p + (c == 0 ? 0 : 2)] = static_cast<uint8_t>(180 + (p / 3 + i) % 60);
+          img.pixels[p + 1] = static_cast<uint8_t>((p / 3) % 50);
+        }
+        if (i % 2 == 0)
+          data::write_png(folder / (std::to_string(i) + ".png"), img);
+        else
+          data::write_jpeg(folder / (std::to_string(i) + ".jpg"), img);
+      }
+    }
+  }
+  const auto r = test::run_process({ZEUS_CLI_PATH,
+                                    "run",
+                                    "--nproc-per-node",
+                                    "2",
+                                    "--standalone",
+                                    ZEUS_IMAGE_FOLDER_PATH,
+                                    "--data",
+                                    (dir / "data").string(),
+                                    "--epochs",
+                                    "2",
+                                    "--image-size",
+                                    "16",
+                                    "--batch-size",
+                                    "2",
+                                    "--workers",
+                                    "2",
+                                    "--target-accuracy",
+                                    "0.5",
+                                    "--device",
+                                    "sim:v100",
+                                    "--log-dir",
+                                    (dir / "log").string()},
+                                   std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 classes, 24 training and 8 validation images, 2 loader threads"));
+  EXPECT_THAT(r.out, HasSubstr("target 0.50: reached"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "log" / "zeus+bs4.train.json"));
+
+  const auto missing =
+      test::run_process({ZEUS_IMAGE_FOLDER_PATH, "--data", (dir / "nowhere").string(), "--device",
+                         "sim:v100", "--log-dir", (dir / "log2").string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr((dir / "nowhere" / "train").string()));
 }
 
 // The real thing: 2 ranks on all 60000 training images reach 0.88 test accuracy within 3

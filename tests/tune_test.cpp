@@ -40,10 +40,22 @@ struct Fixture {
   fs::path script = dir / "trainer.sh";
   Fixture() { write_file_atomic(script, kFakeTrainer); }
   std::vector<std::string> tune_argv(const fs::path& log_dir, int recurrences) const {
-    return {ZEUS_CLI_PATH,   "tune",          "--batch-sizes", "32,64,128,256",
-            "--default-batch-size", "64",     "--recurrences", std::to_string(recurrences),
-            "--log-dir",     log_dir.string(), "--eta",         "0.5",
-            "--",            "/bin/sh",       script.string(), "{bs}"};
+    return {ZEUS_CLI_PATH,
+            "tune",
+            "--batch-sizes",
+            "32,64,128,256",
+            "--default-batch-size",
+            "64",
+            "--recurrences",
+            std::to_string(recurrences),
+            "--log-dir",
+            log_dir.string(),
+            "--eta",
+            "0.5",
+            "--",
+            "/bin/sh",
+            script.string(),
+            "{bs}"};
   }
 };
 

@@ -4,7 +4,7 @@
 // NVML library, whose calls happen only at epoch boundaries here, as a real driver's would.
 // Two step bodies: none (the loaders' own cost per step, in us) and the example's CNN train
 // step (what that cost is as a share of a real step). Modes are interleaved in every repetition.
-//   loader_bench [--reps 5] [--epochs-null 20] [--steps-cnn 300]
+//   loader_bench [--reps 3] [--epochs-null 10] [--steps-cnn 100]
 #include <ATen/Functions.h>
 #include <torch/data/dataloader.h>
 #include <torch/data/datasets/base.h>
@@ -52,11 +52,13 @@ class TorchTensors : public torch::data::datasets::Dataset<TorchTensors> {
 };
 
 void setup_fake_nvml(const fs::path& dir) {
-  nlohmann::json gpu{{"name", "NVIDIA A40"},     {"uuid", "GPU-bench-0"},  {"power_mw", 200000},
-                     {"energy_mj", 0},            {"limit_mw", 300000},     {"min_limit_mw", 100000},
-                     {"max_limit_mw", 300000},    {"default_limit_mw", 300000},
-                     {"instant_power", true},     {"energy_counter", true}};
-  nlohmann::json state{{"gpus", {gpu}}, {"faults", nlohmann::json::object()},
+  nlohmann::json gpu{{"name", "NVIDIA A40"},   {"uuid", "GPU-bench-0"},
+                     {"power_mw", 200000},     {"energy_mj", 0},
+                     {"limit_mw", 300000},     {"min_limit_mw", 100000},
+                     {"max_limit_mw", 300000}, {"default_limit_mw", 300000},
+                     {"instant_power", true},  {"energy_counter", true}};
+  nlohmann::json state{{"gpus", {gpu}},
+                       {"faults", nlohmann::json::object()},
                        {"limit_history", nlohmann::json::array()}};
   std::ofstream(dir / "nvml.json") << state.dump();
   ::setenv("ZEUS_NVML_LIBRARY", ZEUS_FAKE_NVML_FULL, 1);
@@ -76,9 +78,9 @@ void setup_fake_nvml(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 5;
-  int epochs_null = 20;
-  int64_t steps_cnn = 300;
+  int reps = 3;
+  int epochs_null = 10;
+  int64_t steps_cnn = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--reps")
@@ -89,7 +91,8 @@ int main(int argc, char** argv) {
       steps_cnn = std::atoll(argv[i + 1]);
   }
   torch::set_num_threads(1);
-  const fs::path dir = fs::temp_directory_path() / ("zeus-loader-bench-" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("zeus-loader-bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
   setup_fake_nvml(dir);
 
@@ -128,10 +131,10 @@ int main(int argc, char** argv) {
     return std::pair(steps, std::chrono::duration<double>(Clock::now() - t0).count());
   };
   auto libtorch = [&](int epochs, bool cnn) {
-    auto loader = torch::data::make_data_loader(
-        TorchTensors(x, y).map(torch::data::transforms::Stack<>()),
-        torch::data::samplers::RandomSampler(kSamples),
-        torch::data::DataLoaderOptions(kBatch).drop_last(true));
+    auto loader =
+        torch::data::make_data_loader(TorchTensors(x, y).map(torch::data::transforms::Stack<>()),
+                                      torch::data::samplers::RandomSampler(kSamples),
+                                      torch::data::DataLoaderOptions(kBatch).drop_last(true));
     int64_t steps = 0;
     const auto t0 = Clock::now();
     for (int e = 0; e < epochs && (!cnn || cnn_left > 0); ++e) {
@@ -152,8 +155,8 @@ int main(int argc, char** argv) {
     job.job_id = "bench" + std::to_string(run_id++);
     job.device = "nvml";
     job.progress_bar = false;
-    zeus::DataLoader train(tensors, {.batch_size = kBatch, .max_epochs = epochs, .drop_last = true,
-                                     .job = job});
+    zeus::DataLoader train(
+        tensors, {.batch_size = kBatch, .max_epochs = epochs, .drop_last = true, .job = job});
     zeus::DataLoader eval(tensors, {.batch_size = kBatch});
     int64_t steps = 0;
     const auto t0 = Clock::now();
@@ -173,13 +176,15 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> null_us;
   std::map<std::string, std::vector<double>> cnn_ms;
   const std::vector<std::pair<std::string, std::function<std::pair<int64_t, double>(int, bool)>>>
-      modes{{"plain loop", plain}, {"libtorch DataLoader", libtorch}, {"zeus::DataLoader", zeus_loader}};
+      modes{{"plain loop", plain},
+            {"libtorch DataLoader", libtorch},
+            {"zeus::DataLoader", zeus_loader}};
   for (int r = 0; r < reps; ++r) {
     for (const auto& [name, run] : modes) {
       const auto [steps, s] = run(epochs_null, false);
       null_us[name].push_back(s / static_cast<double>(steps) * 1e6);
-      cnn_left = steps_cnn;
-      const auto [csteps, cs] = run(1000, true);
+      cnn_left = steps_cnn;  // fewer than one epoch's steps: the loop leaves the epoch early
+      const auto [csteps, cs] = run(1, true);
       cnn_ms[name].push_back(cs / static_cast<double>(csteps) * 1e3);
     }
   }
@@ -193,11 +198,11 @@ int main(int argc, char** argv) {
     std::printf("%-22s %16.2f %16.3f %11.2f%%\n", name.c_str(), median(null_us[name]),
                 median(cnn_ms[name]), 100.0 * (median(cnn_ms[name]) / plain_cnn - 1));
   }
-  std::printf("zeus::DataLoader's own cost per step: %.2f us over the plain loop = %.3f%% of a 10 "
-              "ms step (median of %d reps, sink %.0f)\n",
-              median(null_us["zeus::DataLoader"]) - median(null_us["plain loop"]),
-              (median(null_us["zeus::DataLoader"]) - median(null_us["plain loop"])) / 100.0, reps,
-              sink);
+  std::printf(
+      "zeus::DataLoader's own cost per step: %.2f us over the plain loop = %.3f%% of a 10 "
+      "ms step (median of %d reps, sink %.0f)\n",
+      median(null_us["zeus::DataLoader"]) - median(null_us["plain loop"]),
+      (median(null_us["zeus::DataLoader"]) - median(null_us["plain loop"])) / 100.0, reps, sink);
   fs::remove_all(dir);
   return 0;
 }

@@ -14,18 +14,20 @@
 #include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "example_main.h"
 #include "net.h"
-#include "zeus/cluster/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/data/data_loader.h"
 #include "zeus/data/fashion_mnist.h"
 #include "zeus/dist/context.h"
+#include "zeus/dist/distributed_sampler.h"
 #include "zeus/dist/gradient_sync.h"
-#include "zeus/dist/spawn.h"
 #include "zeus/dist/sync_model.h"
 #include "zeus/optimize/early_stop.h"
 
@@ -45,17 +47,19 @@ struct Options {
   int workers = 0;
   uint64_t seed = 1;
   int64_t limit_train = 0;  // > 0: only this many training samples (quick runs)
+  bool plain_loop = false;  // no zeus::DataLoader (benchmark baseline)
   std::string data_dir = zeus::data::kFashionMnistDir;
   zeus::job::JobOptions job;
 };
 
-// Accuracy of `net` over the eval loader's shards of all ranks.
-double evaluate(zeus::dist::Context& ctx, Net& net, zeus::DataLoader& eval) {
+// Accuracy of `net` over `batches` (this rank's shard), all-reduced over the ranks.
+template <typename Batches>
+double evaluate(zeus::dist::Context& ctx, Net& net, Batches&& batches) {
   torch::NoGradGuard no_grad;
   net.eval();
   int64_t correct = 0;
   int64_t total = 0;
-  for (auto& batch : eval) {
+  for (const zeus::data::Batch& batch : batches) {
     correct += net.forward(batch.data).argmax(1).eq(batch.target).sum().item<int64_t>();
     total += batch.target.size(0);
   }
@@ -63,6 +67,23 @@ double evaluate(zeus::dist::Context& ctx, Net& net, zeus::DataLoader& eval) {
   // The sampler pads the last shard with a few repeated samples (at most world - 1).
   return ctx.all_reduce_sum(static_cast<double>(correct)) /
          ctx.all_reduce_sum(static_cast<double>(total));
+}
+
+// --plain-loop: the batches a hand-written loop makes (same sampler, same batches), without
+// zeus::DataLoader, for bench/loader_overhead's epoch-time comparison.
+std::vector<zeus::data::Batch> plain_batches(zeus::data::TensorDataset& set,
+                                             zeus::dist::DistributedSampler& sampler,
+                                             int64_t batch_size, bool drop_last) {
+  const std::vector<int64_t> order = sampler.indices();
+  std::vector<zeus::data::Batch> out;
+  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch_size)) {
+    const size_t n = std::min(order.size() - start, static_cast<size_t>(batch_size));
+    if (drop_last && n < static_cast<size_t>(batch_size)) {
+      break;
+    }
+    out.push_back(set.get_batch(std::span(order).subspan(start, n)));
+  }
+  return out;
 }
 
 int train(zeus::dist::Context& ctx, const Options& o) {
@@ -73,49 +94,80 @@ int train(zeus::dist::Context& ctx, const Options& o) {
     train_set.images = train_set.images.narrow(0, 0, o.limit_train);
     train_set.labels = train_set.labels.narrow(0, 0, o.limit_train);
   }
-  zeus::job::JobOptions job = o.job;
-  job.target_metric = o.target_accuracy;
-  job.higher_is_better = true;
-  zeus::DataLoader train_loader(
-      std::make_shared<zeus::data::TensorDataset>(train_set.images, train_set.labels),
-      {.batch_size = o.batch_size,
-       .max_epochs = o.epochs,
-       .distributed = zeus::data::Distributed::kDataParallel,
-       .seed = o.seed,
-       .drop_last = true,
-       .num_workers = o.workers,
-       .job = job});
-  zeus::DataLoader eval_loader(
-      std::make_shared<zeus::data::TensorDataset>(test_set.images, test_set.labels),
-      {.batch_size = 1000, .distributed = zeus::data::Distributed::kDataParallel});
-
+  auto train_data = std::make_shared<zeus::data::TensorDataset>(train_set.images, train_set.labels);
+  auto test_data = std::make_shared<zeus::data::TensorDataset>(test_set.images, test_set.labels);
   torch::manual_seed(o.seed);
   Net net;
   zeus::dist::sync_model(ctx, net);
   zeus::dist::GradientSync grad_sync(ctx, net);
   torch::optim::SGD optimizer(net.parameters(),
                               torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+  double loss_sum = 0;
+  int64_t steps = 0;
+  auto train_step = [&](const zeus::data::Batch& batch) {
+    optimizer.zero_grad();
+    auto loss = F::cross_entropy(net.forward(batch.data), batch.target);
+    loss.backward();
+    grad_sync.finish();
+    optimizer.step();
+    loss_sum += loss.item<double>();
+    ++steps;
+  };
   double accuracy = 0;
+  auto epoch_start = std::chrono::steady_clock::now();
+  // Called on every rank after each epoch's evaluation.
+  auto end_epoch = [&](int epoch) {
+    const double mean_loss = ctx.all_reduce_mean(steps > 0 ? loss_sum / steps : 0.0);
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    if (ctx.is_master()) {
+      std::printf("epoch %d/%d: train loss %.4f, test accuracy %.4f, %.1f s\n", epoch + 1, o.epochs,
+                  mean_loss, accuracy, wall_s);
+      std::fflush(stdout);
+    }
+    loss_sum = 0;
+    steps = 0;
+    epoch_start = std::chrono::steady_clock::now();
+  };
+
+  if (o.plain_loop) {
+    zeus::dist::DistributedSampler train_sampler(
+        train_data->size(),
+        {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .seed = o.seed, .drop_last = true});
+    zeus::dist::DistributedSampler test_sampler(
+        test_data->size(),
+        {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .shuffle = false});
+    for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
+      train_sampler.set_epoch(epoch);
+      test_sampler.set_epoch(epoch);
+      for (const auto& batch : plain_batches(*train_data, train_sampler, o.batch_size, true)) {
+        train_step(batch);
+      }
+      accuracy = evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false));
+      end_epoch(epoch);
+    }
+    return accuracy >= o.target_accuracy ? 0 : 3;
+  }
+
+  zeus::job::JobOptions job = o.job;
+  job.target_metric = o.target_accuracy;
+  job.higher_is_better = true;
+  zeus::DataLoader train_loader(train_data, {.batch_size = o.batch_size,
+                                             .max_epochs = o.epochs,
+                                             .distributed = zeus::data::Distributed::kDataParallel,
+                                             .seed = o.seed,
+                                             .drop_last = true,
+                                             .num_workers = o.workers,
+                                             .job = job});
+  zeus::DataLoader eval_loader(
+      test_data, {.batch_size = 1000, .distributed = zeus::data::Distributed::kDataParallel});
   try {
     for (int epoch : train_loader.epochs()) {
-      double loss_sum = 0;
-      int64_t steps = 0;
       for (auto& batch : train_loader) {
-        optimizer.zero_grad();
-        auto loss = F::cross_entropy(net.forward(batch.data), batch.target);
-        loss.backward();
-        grad_sync.finish();
-        optimizer.step();
-        loss_sum += loss.item<double>();
-        ++steps;
+        train_step(batch);
       }
-      const double mean_loss = ctx.all_reduce_mean(steps > 0 ? loss_sum / steps : 0.0);
       accuracy = evaluate(ctx, net, eval_loader);
-      if (ctx.is_master()) {
-        std::printf("epoch %d/%d: train loss %.4f, test accuracy %.4f\n", epoch + 1, o.epochs,
-                    mean_loss, accuracy);
-        std::fflush(stdout);
-      }
+      end_epoch(epoch);
       train_loader.report_metric(accuracy);
     }
   } catch (const zeus::optimize::CostThresholdExceeded& e) {
@@ -136,63 +188,29 @@ int train(zeus::dist::Context& ctx, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  try {
-    // The legacy launcher's --local_rank is taken out before the flags are parsed.
-    zeus::dist::InitOptions init;
-    init.env.legacy_local_rank = zeus::cluster::take_local_rank_arg(args);
-    CLI::App app{"Data-parallel Fashion-MNIST training with zeus-cpp"};
-    Options o;
-    int spawn = 0;
-    app.add_option("--epochs", o.epochs, "At most this many epochs")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--batch-size", o.batch_size, "Per rank")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--lr", o.lr)->capture_default_str();
-    app.add_option("--target-accuracy", o.target_accuracy)->capture_default_str();
-    app.add_option("--threads", o.threads, "Intra-op threads per rank")->capture_default_str();
-    app.add_option("--seed", o.seed)->capture_default_str();
-    app.add_option("--limit-train", o.limit_train, "Train on the first N samples only");
-    app.add_option("--data", o.data_dir, "Directory with the IDX files")->capture_default_str();
-    app.add_option("--workers", o.workers, "Loader threads per rank")->capture_default_str();
-    app.add_option("--spawn", spawn, "Start N workers from this process");
-    // zeus::DataLoader's options; unset ones take the ZEUS_* variables, then the defaults.
-    std::string device;
-    app.add_option("--device", device, "GPUs to optimize: auto, nvml or sim:<gpu> (ZEUS_DEVICE)");
-    app.add_option("--log-dir", o.job.log_dir, "Profiles, results, power logs (ZEUS_LOG_DIR)");
-    app.add_option("--job-id", o.job.job_id, "Result file prefix (ZEUS_JOB_ID)");
-    app.add_option("--eta", o.job.eta, "Energy vs time weight in [0, 1] (ZEUS_ETA_KNOB)");
-    app.add_option("--cost-threshold", o.job.cost_threshold,
-                   "Stop when the next epoch would reach this cost (ZEUS_COST_THRESH)");
-    bool observer = false;
-    app.add_flag("--observer", observer,
-                 "Profile and report, but train at the maximum limit (ZEUS_USE_OPTIMAL_PL=false)");
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-    if (!device.empty()) {
-      o.job.device = device;
-    }
-    if (observer) {
-      o.job.observer_mode = true;
-    }
-    if (spawn > 0) {
-      return zeus::dist::spawn({.nprocs = spawn}, [&](zeus::dist::Context& ctx) {
-        if (train(ctx, o) != 0)
-          throw zeus::Error("target not reached");
-      });
-    }
-    auto ctx = zeus::dist::init(init);
-    return train(*ctx, o);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
-    return 2;
-  } catch (const zeus::ConfigError& e) {
-    std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
-    return 1;
-  }
+  CLI::App app{"Energy-optimized data-parallel Fashion-MNIST training with zeus-cpp"};
+  Options o;
+  int spawn = 0;
+  app.add_option("--epochs", o.epochs, "At most this many epochs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Per rank")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", o.lr)->capture_default_str();
+  app.add_option("--target-accuracy", o.target_accuracy)->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads per rank")->capture_default_str();
+  app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--limit-train", o.limit_train, "Train on the first N samples only");
+  app.add_option("--data", o.data_dir, "Directory with the IDX files")->capture_default_str();
+  app.add_flag("--plain-loop", o.plain_loop,
+               "Batch with a hand-written loop instead of zeus::DataLoader (no energy "
+               "optimization; the benchmark's baseline)");
+  app.add_option("--workers", o.workers, "Loader threads per rank")->capture_default_str();
+  app.add_option("--spawn", spawn, "Start N workers from this process");
+  zeus::examples::JobFlags job_flags;
+  job_flags.add(app, o.job);
+  return zeus::examples::run_example(
+      "fashion_mnist", argc, argv, app, spawn, [&] { job_flags.apply(o.job); },
+      [&](zeus::dist::Context& ctx) { return train(ctx, o); });
 }

@@ -39,9 +39,10 @@ PowerLog read_power_log(const fs::path& path, int64_t bs, int epoch, int gpu) {
       continue;  // the header "Time,Power"
     }
     const size_t comma = line.find(',');
-    const auto t = comma == std::string_view::npos ? std::nullopt : parse_utc_ns(line.substr(0, comma));
+    const auto t =
+        comma == std::string_view::npos ? std::nullopt : parse_utc_ns(line.substr(0, comma));
     const auto mw = comma == std::string_view::npos ? std::nullopt
-                                                     : parse_number<int64_t>(line.substr(comma + 1));
+                                                    : parse_number<int64_t>(line.substr(comma + 1));
     if (!t || !mw) {
       throw ConfigError(fmt::format("{}:{}: expected 'UTC time,power in mW', got '{}'",
                                     path.string(), line_no, line));
@@ -104,7 +105,7 @@ struct Chart {
   std::string x_label;
   std::string y_label;
   std::vector<Series> series;
-  std::vector<std::pair<double, double>> shaded;  // x ranges
+  std::vector<std::pair<double, double>> shaded;       // x ranges
   std::optional<std::pair<double, double>> highlight;  // one point, ringed in red
   std::string highlight_label;
   bool y_from_zero = true;
@@ -172,8 +173,8 @@ std::string render(const Chart& c, int width = 720, int height = 260) {
     for (const auto& [x, y] : s.points) {
       pts += fmt::format("{:.1f},{:.1f} ", sx(x), sy(y));
     }
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
-                       color, pts);
+    svg += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n", color, pts);
     if (s.markers) {
       for (const auto& [x, y] : s.points) {
         svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(x),
@@ -231,15 +232,17 @@ std::string summary_html(const job::TrainResult& r) {
   auto row = [&](std::string_view k, const std::string& v) {
     h += fmt::format("<tr><th>{}</th><td>{}</td></tr>", k, esc(v));
   };
-  row("result", fmt::format("{} after {} epoch(s) ({})", r.reached ? "target reached" : "target not reached",
-                            r.num_epochs, job::to_string(r.stop_reason)));
+  row("result",
+      fmt::format("{} after {} epoch(s) ({})", r.reached ? "target reached" : "target not reached",
+                  r.num_epochs, job::to_string(r.stop_reason)));
   row("energy", fmt::format("{:.1f} J ({:.3f} Wh)", r.energy_j, r.energy_j / 3600));
   row("time", fmt::format("{:.1f} s", r.time_s));
   row("cost", fmt::format("{:.1f} (eta {}, MAXPOWER {:.0f} W)", r.cost, r.eta, r.max_power_w));
   row("ranks", fmt::format("{} on {} node(s), device {}", r.world_size, r.nodes, r.device));
   if (r.optimal_power_limit_mw) {
     row("power limit", fmt::format("optimal {} W of max {} W{}{}", *r.optimal_power_limit_mw / 1000,
-                                   r.max_power_limit_mw / 1000, r.observer_mode ? " (observer mode: ran at max)" : "",
+                                   r.max_power_limit_mw / 1000,
+                                   r.observer_mode ? " (observer mode: ran at max)" : "",
                                    r.profiled ? "" : " (from a saved profile)"));
     row(r.observer_mode ? "would have saved" : "saved (estimate)",
         fmt::format("{:.1f} J and {:.1f} s vs the maximum limit", r.estimated_energy_saving_j,
@@ -334,10 +337,11 @@ std::string profile_html(const optimize::PowerProfile& p, const job::TrainResult
        "<th>cost/iteration</th></tr>";
   for (const auto& row : rows) {
     const auto& m = p.train.at(row.limit_mw);
-    h += fmt::format("<tr{}><td>{}</td><td>{:.3f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>",
-                     row.limit_mw == p.optimal_power_limit_mw ? " class=\"chosen\"" : "",
-                     row.limit_mw / 1000, m.throughput_ips, m.power_w, row.energy_j,
-                     maxp > 0 ? fmt::format("{:.2f}", row.cost) : "-");
+    h += fmt::format(
+        "<tr{}><td>{}</td><td>{:.3f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>",
+        row.limit_mw == p.optimal_power_limit_mw ? " class=\"chosen\"" : "", row.limit_mw / 1000,
+        m.throughput_ips, m.power_w, row.energy_j,
+        maxp > 0 ? fmt::format("{:.2f}", row.cost) : "-");
   }
   return h + "</table>\n";
 }
@@ -377,9 +381,10 @@ std::string tune_html(const RunData& run) {
 RunData load_run(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw ConfigError(fmt::format("'{}' is not a directory; give the log dir of a run (default "
-                                  "zeus_log/, or ZEUS_LOG_DIR / --log-dir)",
-                                  dir.string()));
+    throw ConfigError(
+        fmt::format("'{}' is not a directory; give the log dir of a run (default "
+                    "zeus_log/, or ZEUS_LOG_DIR / --log-dir)",
+                    dir.string()));
   }
   RunData run;
   run.dir = dir;
@@ -400,8 +405,8 @@ RunData load_run(const fs::path& dir) {
         run.profiles.emplace_back(path, *p);
       }
     } else if (std::regex_match(name, m, log_name)) {
-      run.power_logs.push_back(read_power_log(path, std::stoll(m[1]), std::stoi(m[2]),
-                                              std::stoi(m[3])));
+      run.power_logs.push_back(
+          read_power_log(path, std::stoll(m[1]), std::stoi(m[2]), std::stoi(m[3])));
     } else if (name == tune::kTriesFileName) {
       run.tune_tries = tune::read_tries(path);
     }
@@ -454,16 +459,18 @@ std::string to_markdown(const RunData& run) {
   std::string md = fmt::format("# zeus report: {}\n\n", run.dir.string());
   for (const auto& [path, r] : run.results) {
     md += fmt::format("## {}\n\n{}\n\n", path.filename().string(), job::summary_line(r));
-    md += "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
-          "|---|---|---|---|---|---|---|\n";
+    md +=
+        "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
+        "|---|---|---|---|---|---|---|\n";
     for (const auto& e : r.epochs) {
       md += fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |\n", e.epoch + 1,
                         e.train_time_s, e.train_energy_j, e.eval_time_s, e.eval_energy_j,
                         e.power_limit_mw / 1000, e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
     }
     if (const auto* p = profile_for(run, r.global_batch_size)) {
-      md += "\n| limit W | iterations/s | power W | J/iteration | cost/iteration |\n"
-            "|---|---|---|---|---|\n";
+      md +=
+          "\n| limit W | iterations/s | power W | J/iteration | cost/iteration |\n"
+          "|---|---|---|---|---|\n";
       for (const auto& row : limit_rows(*p, r.eta, r.max_power_w)) {
         const auto& m = p->train.at(row.limit_mw);
         md += fmt::format("| {}{} | {:.3f} | {:.1f} | {:.2f} | {:.2f} |\n", row.limit_mw / 1000,
@@ -474,8 +481,9 @@ std::string to_markdown(const RunData& run) {
     md += "\n";
   }
   if (!run.tune_tries.empty()) {
-    md += "## zeus tune\n\n| recurrence | try | batch size | cost | energy J | time s | reached |\n"
-          "|---|---|---|---|---|---|---|\n";
+    md +=
+        "## zeus tune\n\n| recurrence | try | batch size | cost | energy J | time s | reached |\n"
+        "|---|---|---|---|---|---|---|\n";
     for (const auto& t : run.tune_tries) {
       md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", t.recurrence + 1,
                         t.attempt + 1, t.batch_size, t.cost, t.energy_j, t.time_s,

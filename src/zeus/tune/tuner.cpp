@@ -111,7 +111,8 @@ std::vector<std::string> expand_command(const TuneOptions& o, const TuneTry& t) 
   std::vector<std::string> out;
   for (std::string arg : o.command) {
     auto replace = [&](std::string_view key, const std::string& value) {
-      for (size_t at = arg.find(key); at != std::string::npos; at = arg.find(key, at + value.size())) {
+      for (size_t at = arg.find(key); at != std::string::npos;
+           at = arg.find(key, at + value.size())) {
         arg.replace(at, key.size(), value);
       }
     };
@@ -129,10 +130,14 @@ std::vector<std::string> expand_command(const TuneOptions& o, const TuneTry& t) 
 namespace {
 
 json options_json(const TuneOptions& o) {
-  return {{"batch_sizes", o.batch_sizes}, {"default_batch_size", o.default_batch_size},
-          {"eta", o.eta},                 {"beta", o.beta},
-          {"seed", o.seed},               {"window", o.window},
-          {"lr_scaling", o.lr_scaling},   {"default_lr", o.default_lr},
+  return {{"batch_sizes", o.batch_sizes},
+          {"default_batch_size", o.default_batch_size},
+          {"eta", o.eta},
+          {"beta", o.beta},
+          {"seed", o.seed},
+          {"window", o.window},
+          {"lr_scaling", o.lr_scaling},
+          {"default_lr", o.default_lr},
           {"command", o.command}};
 }
 
@@ -156,10 +161,12 @@ void validate(const TuneOptions& o) {
         fmt::format("--lr-scaling '{}': expected none, linear or sqrt", o.lr_scaling));
   }
   if (o.lr_scaling != "none" && !(o.default_lr > 0)) {
-    throw ConfigError("--lr-scaling needs --default-lr, the learning rate at the default batch size");
+    throw ConfigError(
+        "--lr-scaling needs --default-lr, the learning rate at the default batch size");
   }
   if (o.command.empty()) {
-    throw ConfigError("no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
+    throw ConfigError(
+        "no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
   }
   // The optimizer checks the list, the default and beta.
   optimize::BatchSizeOptimizer check({.batch_sizes = o.batch_sizes,
@@ -183,7 +190,7 @@ std::vector<fs::path> result_files(const fs::path& dir, const std::string& job_i
 }
 
 struct ChildExit {
-  int exit_code = 0;   // 128 + signal when killed
+  int exit_code = 0;    // 128 + signal when killed
   int stop_signal = 0;  // a signal this tuner got meanwhile (forwarded to the child)
 };
 
@@ -219,7 +226,9 @@ ChildExit run_child(const std::vector<std::string>& argv,
   }
 }
 
-std::string fmt_threshold(double t) { return std::isfinite(t) ? fmt::format("{:.1f}", t) : "-"; }
+std::string fmt_threshold(double t) {
+  return std::isfinite(t) ? fmt::format("{:.1f}", t) : "-";
+}
 
 }  // namespace
 
@@ -278,8 +287,8 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
                               ? o.max_tries_per_recurrence
                               : static_cast<int>(o.batch_sizes.size()) + 1;
     out << fmt::format("{:>4} {:>4} {:>6} {:>9} {:>12} {:>12} {:>9} {:>7} {:>12}  {}\n", "rec",
-                       "try", "bs", "lr", "cost", "energy (J)", "time (s)", "reached",
-                       "threshold", "stage");
+                       "try", "bs", "lr", "cost", "energy (J)", "time (s)", "reached", "threshold",
+                       "stage");
     out.flush();
     for (; rec < o.recurrences;) {
       TuneTry t;
@@ -294,10 +303,11 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       for (const auto& stale : result_files(o.log_dir, t.job_id)) {
         fs::remove(stale);  // left by a try that was killed before it was recorded
       }
-      std::map<std::string, std::string> env{{"ZEUS_LOG_DIR", o.log_dir.string()},
-                                             {"ZEUS_JOB_ID", t.job_id},
-                                             {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)},
-                                             {"ZEUS_TUNE_BATCH_SIZE", std::to_string(t.batch_size)}};
+      std::map<std::string, std::string> env{
+          {"ZEUS_LOG_DIR", o.log_dir.string()},
+          {"ZEUS_JOB_ID", t.job_id},
+          {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)},
+          {"ZEUS_TUNE_BATCH_SIZE", std::to_string(t.batch_size)}};
       env["ZEUS_COST_THRESH"] =
           std::isfinite(t.cost_threshold) ? fmt::format("{}", t.cost_threshold) : "inf";
       const ChildExit child = run_child(expand_command(o, t), env);
@@ -327,11 +337,11 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       t.recurrence_cost = t.reached ? rec_cost + t.cost : 0;
       optimizer.observe({t.batch_size, t.cost, t.reached, t.recurrence_cost});
       append_line_durable(tries_path, to_json_line(t), "the tune history");
-      out << fmt::format("{:>4} {:>4} {:>6} {:>9.4g} {:>12.1f} {:>12.1f} {:>9.2f} {:>7} {:>12}  {}\n",
-                         rec + 1, attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s,
-                         t.reached ? "yes" : "no", fmt_threshold(t.cost_threshold),
-                         pruning ? fmt::format("pruning {}", optimizer.pruning_round())
-                                 : std::string("thompson"));
+      out << fmt::format(
+          "{:>4} {:>4} {:>6} {:>9.4g} {:>12.1f} {:>12.1f} {:>9.2f} {:>7} {:>12}  {}\n", rec + 1,
+          attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s, t.reached ? "yes" : "no",
+          fmt_threshold(t.cost_threshold),
+          pruning ? fmt::format("pruning {}", optimizer.pruning_round()) : std::string("thompson"));
       if (t.reached) {
         out << fmt::format("     recurrence {}/{} done: batch size {} in {} tr{}, cost {:.1f}\n",
                            rec + 1, o.recurrences, t.batch_size, attempt + 1,

@@ -21,11 +21,11 @@ struct TuneOptions {
   int recurrences = 10;
   double eta = 0.5;
   double beta = 2.0;
-  uint64_t seed = 1;  // the optimizer's, and {seed} = seed + recurrence
-  int window = 0;     // Thompson sampling window (0: all observations)
-  std::string lr_scaling = "none";  // none | linear | sqrt: {lr} from default_lr
-  double default_lr = 0;            // the learning rate at default_batch_size
-  int epochs = 0;                   // {epochs}; 0: not substituted
+  uint64_t seed = 1;                 // the optimizer's, and {seed} = seed + recurrence
+  int window = 0;                    // Thompson sampling window (0: all observations)
+  std::string lr_scaling = "none";   // none | linear | sqrt: {lr} from default_lr
+  double default_lr = 0;             // the learning rate at default_batch_size
+  int epochs = 0;                    // {epochs}; 0: not substituted
   int max_tries_per_recurrence = 0;  // 0: number of batch sizes + 1
   std::filesystem::path log_dir = "zeus_tune";
   std::vector<std::string> command;  // with {bs} {lr} {seed} {epochs} placeholders
