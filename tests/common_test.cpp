@@ -60,6 +60,17 @@ TEST(FormatUtcNs, MatchesZeusPowerLogFormat) {
             "1970-01-01 00:00:00.000000000");
 }
 
+TEST(ParseUtcNs, InvertsFormatUtcNsAndRejectsGarbage) {
+  EXPECT_EQ(parse_utc_ns("2023-11-14 22:13:20.123456789"), 1'700'000'000'123'456'789LL);
+  EXPECT_EQ(parse_utc_ns("2023-11-14 22:13:20.5"), 1'700'000'000'500'000'000LL);
+  EXPECT_EQ(parse_utc_ns("1970-01-01 00:00:00"), 0);
+  EXPECT_FALSE(parse_utc_ns("2023-11-14T22:13:20"));
+  EXPECT_FALSE(parse_utc_ns("2023-13-14 22:13:20"));
+  EXPECT_FALSE(parse_utc_ns("2023-11-14 22:13:20."));
+  EXPECT_FALSE(parse_utc_ns("2023-11-14 22:13:20.1234567890"));
+  EXPECT_FALSE(parse_utc_ns(""));
+}
+
 TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
   test::TempDir dir;
   const auto path = dir / "sub/result.json";

@@ -341,6 +341,18 @@ TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
   EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.node1.journal"));
 }
 
+TEST(DataLoaderEndToEnd, ProgressBarOnTheGlobalMasterOnly) {
+  test::TempDir dir;
+  Job job = run_job(sim_env(dir / "log"), {"--max-epochs", "2", "--metrics", "0.9", "--progress"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;
+  // The finished bar of epoch 1's train and eval loops, with the phase after profiling.
+  EXPECT_THAT(job.output, HasSubstr("epoch 1/2 train [########################] 100/100"));
+  EXPECT_THAT(job.output, HasSubstr("epoch 1/2 eval  [########################] 25/25"));
+  EXPECT_THAT(job.output, HasSubstr("samples/s"));
+  EXPECT_THAT(job.output, HasSubstr(" W  optimal "));
+  EXPECT_EQ(count(job.output, "100/100"), 1) << "drawn by rank 0 only:\n" << job.output;
+}
+
 TEST(DataLoaderEndToEnd, SingleProcessWithLoaderThreads) {
   test::TempDir dir;
   auto env = sim_env(dir / "log");

@@ -15,6 +15,7 @@
 #include "zeus/dist/context.h"
 #include "zeus/dist/spawn.h"
 #include "zeus/job/job_options.h"
+#include "zeus/optimize/early_stop.h"
 
 namespace zeus::examples {
 
@@ -43,6 +44,27 @@ struct JobFlags {
     }
   }
 };
+
+// Runs `loop` (the epochs; it returns the last all-reduced accuracy) and turns its end into the
+// exit code, printing the outcome on the master: 0 when the target was reached, or when every
+// rank stopped together on the cost threshold (the master wrote the result); 3 when not reached.
+inline int finish_training(dist::Context& ctx, const char* metric, double target,
+                           const std::function<double()>& loop) {
+  double accuracy = 0;
+  try {
+    accuracy = loop();
+  } catch (const optimize::CostThresholdExceeded& e) {
+    if (ctx.is_master()) {
+      std::printf("stopped early: %s\n", e.what());
+    }
+    return 0;
+  }
+  if (ctx.is_master()) {
+    std::printf("final %s %.4f (target %.2f: %s) on %d rank(s)\n", metric, accuracy, target,
+                accuracy >= target ? "reached" : "not reached", ctx.world_size());
+  }
+  return accuracy >= target ? 0 : 3;
+}
 
 // Parses argv with `app` (after taking the legacy --local_rank out), calls `after_parse`, then
 // runs `train` in this process (zeus::dist::init()) or in `spawn` processes (--spawn N).

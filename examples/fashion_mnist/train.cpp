@@ -29,7 +29,6 @@
 #include "zeus/dist/distributed_sampler.h"
 #include "zeus/dist/gradient_sync.h"
 #include "zeus/dist/sync_model.h"
-#include "zeus/optimize/early_stop.h"
 
 namespace F = torch::nn::functional;
 
@@ -137,16 +136,18 @@ int train(zeus::dist::Context& ctx, const Options& o) {
     zeus::dist::DistributedSampler test_sampler(
         test_data->size(),
         {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .shuffle = false});
-    for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
-      train_sampler.set_epoch(epoch);
-      test_sampler.set_epoch(epoch);
-      for (const auto& batch : plain_batches(*train_data, train_sampler, o.batch_size, true)) {
-        train_step(batch);
+    return zeus::examples::finish_training(ctx, "test accuracy", o.target_accuracy, [&] {
+      for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
+        train_sampler.set_epoch(epoch);
+        test_sampler.set_epoch(epoch);
+        for (const auto& batch : plain_batches(*train_data, train_sampler, o.batch_size, true)) {
+          train_step(batch);
+        }
+        accuracy = evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false));
+        end_epoch(epoch);
       }
-      accuracy = evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false));
-      end_epoch(epoch);
-    }
-    return accuracy >= o.target_accuracy ? 0 : 3;
+      return accuracy;
+    });
   }
 
   zeus::job::JobOptions job = o.job;
@@ -161,7 +162,7 @@ int train(zeus::dist::Context& ctx, const Options& o) {
                                              .job = job});
   zeus::DataLoader eval_loader(
       test_data, {.batch_size = 1000, .distributed = zeus::data::Distributed::kDataParallel});
-  try {
+  return zeus::examples::finish_training(ctx, "test accuracy", o.target_accuracy, [&] {
     for (int epoch : train_loader.epochs()) {
       for (auto& batch : train_loader) {
         train_step(batch);
@@ -170,19 +171,8 @@ int train(zeus::dist::Context& ctx, const Options& o) {
       end_epoch(epoch);
       train_loader.report_metric(accuracy);
     }
-  } catch (const zeus::optimize::CostThresholdExceeded& e) {
-    // Every rank gets it at the same epoch; the master already wrote the train result.
-    if (ctx.is_master()) {
-      std::printf("stopped early: %s\n", e.what());
-    }
-    return 0;
-  }
-  if (ctx.is_master()) {
-    std::printf("final test accuracy %.4f (target %.2f: %s) on %d rank(s)\n", accuracy,
-                o.target_accuracy, accuracy >= o.target_accuracy ? "reached" : "not reached",
-                ctx.world_size());
-  }
-  return accuracy >= o.target_accuracy ? 0 : 3;
+    return accuracy;
+  });
 }
 
 }  // namespace

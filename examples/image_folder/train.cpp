@@ -4,6 +4,7 @@
 // --workers loader threads per rank by zeus::DataLoader, which also profiles the GPU power
 // limits and stops at the target validation accuracy. Same launch methods as fashion_mnist:
 //   zeus run --nproc-per-node 2 ./image_folder --data DATA --device sim:v100
+#include <fmt/format.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/module.h>
@@ -15,8 +16,6 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include <fmt/format.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -26,7 +25,6 @@
 #include "zeus/data/image_folder.h"
 #include "zeus/dist/gradient_sync.h"
 #include "zeus/dist/sync_model.h"
-#include "zeus/optimize/early_stop.h"
 
 namespace nn = torch::nn;
 
@@ -36,14 +34,18 @@ namespace {
 // the shape changes.
 struct BasicBlockImpl : nn::Module {
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
-      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+      : conv1(register_module(
+            "conv1",
+            nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
         bn1(register_module("bn1", nn::BatchNorm2d(out))),
-        conv2(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        conv2(register_module("conv2",
+                              nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
         bn2(register_module("bn2", nn::BatchNorm2d(out))) {
     if (stride != 1 || in != out) {
       shortcut = register_module(
-          "shortcut", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                     nn::BatchNorm2d(out)));
+          "shortcut",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out)));
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -63,11 +65,13 @@ TORCH_MODULE(BasicBlock);
 // average pooling and a linear classifier.
 struct ResNetImpl : nn::Module {
   explicit ResNetImpl(int64_t classes)
-      : stem(register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1).bias(false)))),
+      : stem(register_module("stem",
+                             nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1).bias(false)))),
         bn(register_module("bn", nn::BatchNorm2d(16))),
-        layers(register_module("layers", nn::Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 16, 1),
-                                                        BasicBlock(16, 32, 2), BasicBlock(32, 32, 1),
-                                                        BasicBlock(32, 64, 2), BasicBlock(64, 64, 1)))),
+        layers(register_module(
+            "layers",
+            nn::Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 16, 1), BasicBlock(16, 32, 2),
+                           BasicBlock(32, 32, 1), BasicBlock(32, 64, 2), BasicBlock(64, 64, 1)))),
         pool(register_module("pool", nn::AdaptiveAvgPool2d(1))),
         fc(register_module("fc", nn::Linear(64, classes))) {}
   torch::Tensor forward(const torch::Tensor& x) {
@@ -101,9 +105,10 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   torch::set_num_threads(o.threads);
   const std::filesystem::path root(o.data_dir);
   auto train_set = std::make_shared<zeus::data::ImageFolderDataset>(
-      root / "train", zeus::data::ImageFolderOptions{.image_size = o.image_size,
-                                                      .train = true,
-                                                      .seed = o.seed + static_cast<uint64_t>(ctx.rank())});
+      root / "train",
+      zeus::data::ImageFolderOptions{.image_size = o.image_size,
+                                     .train = true,
+                                     .seed = o.seed + static_cast<uint64_t>(ctx.rank())});
   auto val_set = std::make_shared<zeus::data::ImageFolderDataset>(
       root / "val", zeus::data::ImageFolderOptions{.image_size = o.image_size, .train = false});
   if (val_set->classes() != train_set->classes()) {
@@ -133,8 +138,8 @@ int train(zeus::dist::Context& ctx, const Options& o) {
                 train_set->classes().size(), static_cast<long long>(train_set->size()),
                 static_cast<long long>(val_set->size()), o.workers);
   }
-  double accuracy = 0;
-  try {
+  return zeus::examples::finish_training(ctx, "val accuracy", o.target_accuracy, [&] {
+    double accuracy = 0;
     for (int epoch : train_loader.epochs()) {
       double loss_sum = 0;
       int64_t steps = 0;
@@ -166,18 +171,8 @@ int train(zeus::dist::Context& ctx, const Options& o) {
       }
       train_loader.report_metric(accuracy);
     }
-  } catch (const zeus::optimize::CostThresholdExceeded& e) {
-    if (ctx.is_master()) {
-      std::printf("stopped early: %s\n", e.what());
-    }
-    return 0;
-  }
-  if (ctx.is_master()) {
-    std::printf("final val accuracy %.4f (target %.2f: %s) on %d rank(s)\n", accuracy,
-                o.target_accuracy, accuracy >= o.target_accuracy ? "reached" : "not reached",
-                ctx.world_size());
-  }
-  return accuracy >= o.target_accuracy ? 0 : 3;
+    return accuracy;
+  });
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // all-reduce per step standing in for gradient synchronization. The job's options come from the
 // ZEUS_* environment (so the tests exercise it); flags shape the data and the failure cases.
 //   --samples N --batch-size B --max-epochs E --metrics m0,m1,... (epoch k reports m_k, the
-//   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist)
+//   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist) --progress (draw
+//   the progress bar even without a TTY)
 // Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
 // (including the cost threshold), 2 on a configuration error, 1 otherwise.
 #include <ATen/Functions.h>
@@ -31,6 +32,7 @@ struct Args {
   bool no_eval = false;
   bool bad_sampler = false;
   bool single = false;
+  bool progress = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -60,6 +62,8 @@ Args parse(int argc, char** argv) {
       a.bad_sampler = true;
     else if (arg == "--single")
       a.single = true;
+    else if (arg == "--progress")
+      a.progress = true;
     else
       throw zeus::ConfigError("unknown flag " + arg);
   }
@@ -83,6 +87,7 @@ int run(const Args& a) {
                                               .max_epochs = a.max_epochs,
                                               .distributed = mode,
                                               .num_workers = a.workers};
+  train_options.job.progress_bar = a.progress;
   if (a.bad_sampler) {
     train_options.sampler = std::make_shared<zeus::dist::DistributedSampler>(
         a.samples, zeus::dist::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});

@@ -152,8 +152,8 @@ Rgb8Image decode_image(std::span<const uint8_t> bytes, std::string_view source) 
 
 Rgb8Image read_image(const std::filesystem::path& path) {
   const std::string bytes = read_file(path);
-  return decode_image(
-      std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), path.string());
+  return decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                      path.string());
 }
 
 void write_png(const std::filesystem::path& path, const Rgb8Image& image) {
@@ -175,7 +175,8 @@ void write_jpeg(const std::filesystem::path& path, const Rgb8Image& image, int q
     throw IoError(fmt::format("writing JPEG {}: cannot open the file", path.string()));
   }
   char message[JMSG_LENGTH_MAX] = {};
-  const bool ok = encode_jpeg_c(file, image.pixels.data(), image.width, image.height, quality, message);
+  const bool ok =
+      encode_jpeg_c(file, image.pixels.data(), image.width, image.height, quality, message);
   const bool closed = std::fclose(file) == 0;
   if (!ok || !closed) {
     throw IoError(fmt::format("writing JPEG {}: {}", path.string(), ok ? "close failed" : message));

@@ -33,7 +33,8 @@ struct Crop {
 Crop random_resized_crop(int64_t h, int64_t w, const ImageFolderOptions& o, std::mt19937_64& rng) {
   const double area = static_cast<double>(h * w);
   std::uniform_real_distribution<double> scale(o.scale.first, o.scale.second);
-  std::uniform_real_distribution<double> log_ratio(std::log(o.ratio.first), std::log(o.ratio.second));
+  std::uniform_real_distribution<double> log_ratio(std::log(o.ratio.first),
+                                                   std::log(o.ratio.second));
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double target = area * scale(rng);
     const double aspect = std::exp(log_ratio(rng));
@@ -80,9 +81,9 @@ ImageFolderDataset::ImageFolderDataset(fs::path dir, ImageFolderOptions options)
   }
   std::sort(classes_.begin(), classes_.end());
   if (classes_.empty()) {
-    throw ConfigError(fmt::format(
-        "image folder '{}' has no class subfolders; expected DIR/<class>/<image>.jpg",
-        dir_.string()));
+    throw ConfigError(
+        fmt::format("image folder '{}' has no class subfolders; expected DIR/<class>/<image>.jpg",
+                    dir_.string()));
   }
   for (size_t label = 0; label < classes_.size(); ++label) {
     std::vector<fs::path> files;
@@ -106,10 +107,11 @@ Batch ImageFolderDataset::get_batch(std::span<const int64_t> indices) {
   const int64_t s = options_.image_size;
   at::Tensor data = at::empty({static_cast<int64_t>(indices.size()), 3, s, s}, at::kFloat);
   at::Tensor target = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
-  const at::Tensor mean = at::tensor({options_.mean[0], options_.mean[1], options_.mean[2]},
-                                     at::kFloat).view({3, 1, 1});
-  const at::Tensor stdev = at::tensor({options_.std[0], options_.std[1], options_.std[2]},
-                                      at::kFloat).view({3, 1, 1});
+  const at::Tensor mean =
+      at::tensor({options_.mean[0], options_.mean[1], options_.mean[2]}, at::kFloat)
+          .view({3, 1, 1});
+  const at::Tensor stdev =
+      at::tensor({options_.std[0], options_.std[1], options_.std[2]}, at::kFloat).view({3, 1, 1});
   for (size_t i = 0; i < indices.size(); ++i) {
     const int64_t index = indices[i];
     if (index < 0 || index >= size()) {

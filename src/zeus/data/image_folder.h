@@ -41,9 +41,7 @@ class ImageFolderDataset final : public BatchDataset {
   Batch get_batch(std::span<const int64_t> indices) override;
 
   const std::vector<std::string>& classes() const { return classes_; }
-  const std::vector<std::pair<std::filesystem::path, int64_t>>& samples() const {
-    return samples_;
-  }
+  const std::vector<std::pair<std::filesystem::path, int64_t>>& samples() const { return samples_; }
 
  private:
   std::filesystem::path dir_;

@@ -25,17 +25,10 @@ namespace {
 
 PowerLog read_power_log(const fs::path& path, int64_t bs, int epoch, int gpu) {
   PowerLog log{path, bs, epoch, gpu, {}};
-  const std::string text = read_file(path);
-  size_t start = 0;
-  size_t line_no = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) {
-      nl = text.size();
-    }
-    const std::string_view line(text.data() + start, nl - start);
-    start = nl + 1;
-    if (++line_no == 1 || line.empty()) {
+  const std::vector<std::string> lines = split(read_file(path), '\n');
+  for (size_t line_no = 1; line_no <= lines.size(); ++line_no) {
+    const std::string_view line = lines[line_no - 1];
+    if (line_no == 1 || line.empty()) {
       continue;  // the header "Time,Power"
     }
     const size_t comma = line.find(',');

@@ -16,6 +16,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/job/train_result.h"
@@ -77,21 +78,12 @@ std::vector<TuneTry> read_tries(const fs::path& path) {
   if (!fs::exists(path, ec)) {
     return {};
   }
-  const std::string text = read_file(path);
+  const std::vector<std::string> lines = split(read_file(path), '\n');
   std::vector<TuneTry> out;
-  size_t line_no = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) {
-      nl = text.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!lines[i].empty()) {
+      out.push_back(tune_try_from_json_line(lines[i], fmt::format("{}:{}", path.string(), i + 1)));
     }
-    ++line_no;
-    const std::string_view line(text.data() + start, nl - start);
-    if (!line.empty()) {
-      out.push_back(tune_try_from_json_line(line, fmt::format("{}:{}", path.string(), line_no)));
-    }
-    start = nl + 1;
   }
   return out;
 }
