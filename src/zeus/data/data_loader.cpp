@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
 #include "zeus/dist/context.h"
 #include "zeus/dist/distributed_sampler.h"
 
@@ -242,6 +244,13 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     m.collectives = std::make_unique<ContextCollectives>(*ctx);
   } else {
     m.collectives = std::make_unique<job::SingleProcess>();
+    const char* world = std::getenv("WORLD_SIZE");
+    if (m.train && world != nullptr && std::string_view(world) != "1") {
+      logger().warn(
+          "train loader: WORLD_SIZE={} but distributed = None: every process runs its own job on "
+          "the same GPUs and log dir; set DataLoaderOptions::distributed = DataParallel",
+          world);
+    }
   }
   const int64_t n = m.dataset->size();
   if (m.o.sampler) {
