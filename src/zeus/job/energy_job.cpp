@@ -435,8 +435,11 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     guard_ = std::make_unique<device::PowerLimitGuard>(
         *gpus_, device::PowerLimitGuardOptions{
                     .journal_path = o_.log_dir / device::journal_file_name(ranks_.node_rank)});
-    energy_ = std::make_unique<monitor::EnergyMonitor>(
-        *gpus_, monitor::EnergyMonitorOptions{.gpus = owned_});
+    monitor::EnergyMonitorOptions energy_options{.gpus = owned_};
+    if (sim_ != nullptr) {
+      energy_options.counter_resolution = std::chrono::nanoseconds(0);  // exact, not 100 ms steps
+    }
+    energy_ = std::make_unique<monitor::EnergyMonitor>(*gpus_, energy_options);
   }
 
   // The master loads bs{B}.power.json and shares it; a corrupt file stops every rank.

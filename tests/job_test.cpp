@@ -1,0 +1,189 @@
+// job/: option resolution (code > ZEUS_* variable > default, and the errors), the train result
+// file (Zeus's five keys and zeus-cpp's additions), and a single-process EnergyJob on a
+// simulated V100 with the virtual clock driven step by step.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
+#include "zeus/job/energy_job.h"
+#include "zeus/job/job_options.h"
+#include "zeus/job/train_result.h"
+#include "zeus/optimize/early_stop.h"
+
+namespace zeus::job {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Every variable the resolution reads, unset for the test's scope unless given.
+struct CleanEnv {
+  std::vector<std::unique_ptr<test::ScopedEnv>> vars;
+  explicit CleanEnv(const std::map<std::string, std::string>& set = {}) {
+    for (const char* name :
+         {"ZEUS_ETA_KNOB", "ZEUS_COST_THRESH", "ZEUS_TARGET_METRIC", "ZEUS_PROFILE_PARAMS",
+          "ZEUS_LOG_DIR", "ZEUS_JOB_ID", "ZEUS_USE_OPTIMAL_PL", "ZEUS_DEVICE", "ZEUS_SIM_CLOCK"}) {
+      const auto it = set.find(name);
+      vars.push_back(std::make_unique<test::ScopedEnv>(
+          name, it == set.end() ? std::nullopt : std::optional<std::string>(it->second)));
+    }
+  }
+};
+
+TEST(JobOptions, CodeBeatsEnvironmentBeatsDefaults) {
+  CleanEnv env({{"ZEUS_TARGET_METRIC", "0.9"},
+                {"ZEUS_ETA_KNOB", "0.3"},
+                {"ZEUS_PROFILE_PARAMS", "5,20"},
+                {"ZEUS_USE_OPTIMAL_PL", "False"},
+                {"ZEUS_COST_THRESH", "1234.5"}});
+  ResolvedJobOptions r = resolve_job_options({}, 4, 32, 2);
+  EXPECT_EQ(r.target_metric, 0.9);
+  EXPECT_EQ(r.eta, 0.3);
+  EXPECT_EQ(r.warmup_iters, 5);
+  EXPECT_EQ(r.profile_iters, 20);
+  EXPECT_TRUE(r.observer_mode);
+  EXPECT_EQ(r.cost_threshold, 1234.5);
+  EXPECT_EQ(r.log_dir, "zeus_log");
+  EXPECT_EQ(r.job_id, "zeus");
+  EXPECT_EQ(r.device, "auto");
+  EXPECT_EQ(r.global_batch_size, 64);
+  EXPECT_EQ(r.max_epochs, 4);
+
+  JobOptions code;
+  code.eta = 0.8;
+  code.target_metric = 0.5;
+  code.warmup_iters = 2;
+  code.observer_mode = false;
+  code.log_dir = "mine";
+  r = resolve_job_options(code, 4, 32, 2);
+  EXPECT_EQ(r.eta, 0.8);
+  EXPECT_EQ(r.target_metric, 0.5);
+  EXPECT_EQ(r.warmup_iters, 2);
+  EXPECT_EQ(r.profile_iters, 20);  // still from the variable
+  EXPECT_FALSE(r.observer_mode);
+  EXPECT_EQ(r.log_dir, "mine");
+}
+
+TEST(JobOptions, DefaultsWithoutVariables) {
+  CleanEnv env(std::map<std::string, std::string>{{"ZEUS_TARGET_METRIC", "0.5"}});
+  const ResolvedJobOptions r = resolve_job_options({}, 1, 8, 1);
+  EXPECT_EQ(r.eta, 0.5);
+  EXPECT_TRUE(std::isinf(r.cost_threshold));
+  EXPECT_EQ(r.warmup_iters, 10);
+  EXPECT_EQ(r.profile_iters, 40);
+  EXPECT_FALSE(r.observer_mode);
+  EXPECT_EQ(r.sim_clock, device::sim::SimClock::kVirtual);
+}
+
+TEST(JobOptions, BadValuesNameTheVariableTheValueAndTheRange) {
+  auto error_for = [](const std::map<std::string, std::string>& set) -> std::string {
+    CleanEnv env(set);
+    try {
+      resolve_job_options({}, 3, 8, 1);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error_for({}), HasSubstr("ZEUS_TARGET_METRIC"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "x"}}), HasSubstr("ZEUS_TARGET_METRIC='x'"));
+  const std::string eta = error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_ETA_KNOB", "2"}});
+  EXPECT_THAT(eta, HasSubstr("ZEUS_ETA_KNOB"));
+  EXPECT_THAT(eta, HasSubstr("[0, 1]"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_COST_THRESH", "-3"}}),
+              HasSubstr("must be > 0"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_PROFILE_PARAMS", "10"}}),
+              HasSubstr("ZEUS_PROFILE_PARAMS='10'"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_USE_OPTIMAL_PL", "maybe"}}),
+              HasSubstr("expected true or false"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_JOB_ID", "a/b"}}),
+              HasSubstr("no '/'"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_SIM_CLOCK", "fast"}}),
+              HasSubstr("virtual or real"));
+  CleanEnv env(std::map<std::string, std::string>{{"ZEUS_TARGET_METRIC", "1"}});
+  EXPECT_THROW(resolve_job_options({}, 0, 8, 1), ConfigError);
+  EXPECT_THROW(resolve_job_options({}, 1, 0, 1), ConfigError);
+}
+
+TEST(TrainResult, RoundTripsAndReadsZeusFiles) {
+  TrainResult r;
+  r.energy_j = 1000.5;
+  r.time_s = 20.25;
+  r.cost = 1500;
+  r.num_epochs = 3;
+  r.reached = true;
+  r.job_id = "j";
+  r.global_batch_size = 256;
+  r.world_size = 4;
+  r.nodes = 2;
+  r.stop_reason = StopReason::kTargetReached;
+  r.optimal_power_limit_mw = 175'000;
+  r.max_power_limit_mw = 250'000;
+  r.cost_threshold = std::numeric_limits<double>::infinity();
+  r.epochs.push_back({0, 100, 10, 9.5, 0.5, 800, 20, 0.7, 175'000});
+  r.windows.push_back({0, 250'000, 1, 2});
+  const TrainResult back = train_result_from_json(to_json(r), "test");
+  EXPECT_EQ(back.energy_j, r.energy_j);
+  EXPECT_EQ(back.num_epochs, 3);
+  EXPECT_TRUE(back.reached);
+  EXPECT_EQ(back.optimal_power_limit_mw, 175'000);
+  EXPECT_TRUE(std::isinf(back.cost_threshold));
+  ASSERT_EQ(back.epochs.size(), 1u);
+  EXPECT_EQ(back.epochs[0].metric, 0.7);
+  EXPECT_EQ(back.epochs[0].power_limit_mw, 175'000);
+  ASSERT_EQ(back.windows.size(), 1u);
+  EXPECT_EQ(back.windows[0].end_unix_ns, 2);
+
+  // What Zeus itself writes.
+  const TrainResult zeus = train_result_from_json(
+      R"({"energy": 5.0, "time": 2.0, "cost": 7.0, "num_epochs": 1, "reached": false})", "z");
+  EXPECT_EQ(zeus.cost, 7.0);
+  EXPECT_FALSE(zeus.reached);
+  EXPECT_THROW(train_result_from_json(R"({"energy": 5.0})", "z"), ConfigError);
+  EXPECT_THROW(train_result_from_json("{", "z"), ConfigError);
+  EXPECT_THAT(summary_line(r), HasSubstr("optimal limit 175 W (max 250 W)"));
+}
+
+// One process, simulated V100, virtual clock: the job profiles every limit in epoch 0 and then
+// runs at the cheapest; with a tiny threshold it stops at the start of epoch 1.
+TEST(EnergyJob, SingleProcessProfilesThenStopsOnTheThreshold) {
+  test::TempDir dir;
+  CleanEnv env;
+  JobOptions o;
+  o.target_metric = 0.99;
+  o.device = "sim:v100";
+  o.log_dir = dir / "log";
+  o.warmup_iters = 1;
+  o.profile_iters = 2;
+  o.cost_threshold = 1.0;
+  o.progress_bar = false;
+  SingleProcess world;
+  EnergyJob job(resolve_job_options(o, 5, 16, 1), world);
+  ASSERT_EQ(job.next_epoch(), 0);
+  job.begin_train_epoch(30);
+  for (int i = 0; i < 30; ++i) {
+    job.train_step_begin();
+    job.train_step_end();
+  }
+  job.end_train_epoch();
+  EXPECT_TRUE(job.profiling_done());
+  job.begin_eval_epoch(5);
+  for (int i = 0; i < 5; ++i)
+    job.eval_step_end();
+  job.end_eval_epoch();
+  job.report_metric(0.5);
+  EXPECT_THROW(job.next_epoch(), optimize::CostThresholdExceeded);
+  ASSERT_TRUE(job.result());
+  EXPECT_EQ(job.result()->stop_reason, StopReason::kCostThreshold);
+  EXPECT_EQ(job.result()->windows.size(), 7u);
+  EXPECT_TRUE(std::filesystem::exists(dir / "log" / "zeus+bs16.train.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "log" / "bs16.power.json"));
+  EXPECT_EQ(job.current_power_limit_mw(), *job.optimal_power_limit_mw());
+}
+
+}  // namespace
+}  // namespace zeus::job
