@@ -11,6 +11,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/units.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
@@ -112,11 +113,6 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     progress_on_ = o_.progress_bar && ranks_.is_master();
   }
 
-  ~Impl() override {
-    epoch_log_.reset();
-    // The guard's destructor restores the limits on every other way out (exceptions).
-  }
-
   // --- ProfilerHost (called on every rank at the same step) ---
   void set_power_limit_mw(int64_t limit_mw) override {
     current_limit_mw_ = limit_mw;
@@ -140,7 +136,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   optimize::WindowMeasurement end_window() override {
     barrier();
     std::vector<double> v(static_cast<size_t>(ranks_.world_size) + 1, 0.0);
-    v[static_cast<size_t>(ranks_.rank)] = to_s(now() - window_t0_);
+    v[static_cast<size_t>(ranks_.rank)] = to_seconds(now() - window_t0_);
     if (energy_) {
       v.back() = energy_->end_window("profile").total_energy_j();
     }
@@ -215,19 +211,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
           "a train epoch began outside epochs(): iterate the train loader inside `for (int "
           "epoch : train_loader.epochs())`");
     }
-    if (!epoch_log_started_) {
-      start_epoch_log();
-    }
-    sync_point([&] {
-      set_sim_busy(true);
-      train_t0_ = now();
-      if (energy_) {
-        energy_->begin_window("train");
-      }
-    });
-    phase_ = Phase::kTrain;
-    train_total_ = iterations;
-    train_done_ = 0;
+    open_loop(train_, Phase::kTrain, iterations);
     profiler_->on_epoch_begin(iterations);
   }
 
@@ -237,13 +221,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (sim_) {
       sim_->run_iterations(ranks_.local_rank, 1);
     }
-    ++train_done_;
+    ++train_.done;
     if (profiler_->done()) {
       ++iters_after_profiling_;
     }
     profiler_->on_step_end();
     if (progress_on_) {
-      draw_progress("train", train_done_, train_total_);
+      draw_progress("train", train_);
     }
   }
 
@@ -252,15 +236,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       return;
     }
     profiler_->on_epoch_end();
-    sync_point([&] {
-      train_elapsed_s_ += to_s(now() - train_t0_);
-      set_sim_busy(false);
-      if (energy_) {
-        train_energy_j_ += energy_->end_window("train").total_energy_j();
-      }
-    });
-    train_iters_ += train_done_;
-    phase_ = Phase::kBetween;
+    close_loop(train_);
   }
 
   void begin_eval_epoch(int64_t iterations) {
@@ -268,19 +244,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (epoch_ < 0) {
       return;  // evaluating before training: not part of the job
     }
-    if (!epoch_log_started_) {
-      start_epoch_log();
-    }
-    sync_point([&] {
-      set_sim_busy(true);
-      eval_t0_ = now();
-      if (energy_) {
-        energy_->begin_window("eval");
-      }
-    });
-    phase_ = Phase::kEval;
-    eval_done_ = 0;
-    eval_total_ = iterations;
+    open_loop(eval_, Phase::kEval, iterations);
     profiler_->on_eval_begin();
   }
 
@@ -291,9 +255,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (sim_) {
       sim_->run_iterations(ranks_.local_rank, 1);
     }
-    ++eval_done_;
+    ++eval_.done;
     if (progress_on_) {
-      draw_progress("eval ", eval_done_, eval_total_);
+      draw_progress("eval ", eval_);
     }
   }
 
@@ -301,17 +265,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (phase_ != Phase::kEval) {
       return;
     }
-    profiler_->on_eval_end(eval_done_);
-    sync_point([&] {
-      eval_elapsed_s_ += to_s(now() - eval_t0_);
-      set_sim_busy(false);
-      if (energy_) {
-        eval_energy_j_ += energy_->end_window("eval").total_energy_j();
-      }
-    });
-    eval_iters_ += eval_done_;
-    phase_ = Phase::kBetween;
-    save_profile_when_complete();
+    profiler_->on_eval_end(eval_.done);
+    close_loop(eval_);
+    save_profile(/*need_eval=*/true);
   }
 
   void report_metric(double metric) { metric_ = metric; }
@@ -326,8 +282,45 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
  private:
   enum class Phase { kBetween, kTrain, kEval };
 
-  static double to_s(std::chrono::nanoseconds d) {
-    return std::chrono::duration<double>(d).count();
+  // The train or the eval loops of the current epoch: the loop in progress (steps done of
+  // total), and over the epoch's loops this rank's time and, on the local master, the node's
+  // energy.
+  struct LoopTally {
+    const char* window;  // the EnergyMonitor window
+    int64_t total = 0;
+    int64_t done = 0;
+    std::chrono::nanoseconds t0{0};
+    double elapsed_s = 0;
+    double energy_j = 0;
+    int64_t iterations = 0;
+  };
+
+  void open_loop(LoopTally& loop, Phase phase, int64_t iterations) {
+    if (!epoch_log_) {
+      start_epoch_log();
+    }
+    sync_point([&] {
+      set_sim_busy(true);
+      loop.t0 = now();
+      if (energy_) {
+        energy_->begin_window(loop.window);
+      }
+    });
+    phase_ = phase;
+    loop.total = iterations;
+    loop.done = 0;
+  }
+
+  void close_loop(LoopTally& loop) {
+    sync_point([&] {
+      loop.elapsed_s += to_seconds(now() - loop.t0);
+      set_sim_busy(false);
+      if (energy_) {
+        loop.energy_j += energy_->end_window(loop.window).total_energy_j();
+      }
+    });
+    loop.iterations += loop.done;
+    phase_ = Phase::kBetween;
   }
 
   // The rank's clock: its simulated GPU's virtual time, or the machine's monotonic clock.
@@ -403,9 +396,6 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       gpus_ = std::move(sim);
     } else if (ranks_.is_local_master()) {
       gpus_ = device::open_gpu_set(o_.device, {});
-    }
-    if (ranks_.is_master()) {
-      std::filesystem::create_directories(o_.log_dir);
     }
     if (!ranks_.is_local_master()) {
       return;  // only the node's local master controls and measures its GPUs
@@ -491,17 +481,18 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     profile_loaded_ = true;
   }
 
-  void save_profile_when_complete() {
+  // Once profiling is done: when `need_eval`, only after the eval epoch at the optimum was
+  // measured too; otherwise (the job ends) with what it has. The master writes the file.
+  void save_profile(bool need_eval) {
     if (profile_loaded_ || profile_saved_ || !profiler_->done()) {
       return;
     }
-    const auto profile = profiler_->profile(o_.global_batch_size);
-    if (!profile.eval_throughput_ips) {
+    optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
+    if (need_eval && !p.eval_throughput_ips) {
       return;  // the eval epoch at the optimum is measured next
     }
     profile_saved_ = true;
     if (ranks_.is_master()) {
-      optimize::PowerProfile p = profile;
       p.job_id = o_.job_id;
       const auto path = optimize::power_profile_path(o_.log_dir, o_.global_batch_size);
       optimize::save_power_profile(path, p);
@@ -510,7 +501,6 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   void start_epoch_log() {
-    epoch_log_started_ = true;
     if (!ranks_.is_local_master() || !gpus_) {
       return;
     }
@@ -535,17 +525,17 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     const auto w = static_cast<size_t>(ranks_.world_size);
     const auto r = static_cast<size_t>(ranks_.rank);
     std::vector<double> v(2 * w + 2, 0.0);
-    v[r] = train_elapsed_s_;
-    v[w + r] = eval_elapsed_s_;
+    v[r] = train_.elapsed_s;
+    v[w + r] = eval_.elapsed_s;
     if (ranks_.is_local_master()) {
-      v[2 * w] = train_energy_j_;
-      v[2 * w + 1] = eval_energy_j_;
+      v[2 * w] = train_.energy_j;
+      v[2 * w + 1] = eval_.energy_j;
     }
     coll_.all_reduce_sum(v);
     EpochRecord rec;
     rec.epoch = epoch_;
-    rec.train_iterations = train_iters_;
-    rec.eval_iterations = eval_iters_;
+    rec.train_iterations = train_.iterations;
+    rec.eval_iterations = eval_.iterations;
     rec.train_time_s = *std::max_element(v.begin(), v.begin() + static_cast<long>(w));
     rec.eval_time_s =
         *std::max_element(v.begin() + static_cast<long>(w), v.begin() + static_cast<long>(2 * w));
@@ -555,10 +545,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     total_time_s_ += rec.train_time_s + rec.eval_time_s;
     total_energy_j_ += rec.train_energy_j + rec.eval_energy_j;
     records_.push_back(rec);
-    train_elapsed_s_ = eval_elapsed_s_ = train_energy_j_ = eval_energy_j_ = 0;
-    train_iters_ = eval_iters_ = 0;
+    train_ = {"train"};
+    eval_ = {"eval"};
     epoch_log_.reset();
-    epoch_log_started_ = false;
     if (ranks_.is_master()) {
       logger().info(
           "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J, limit {} W{}; job so far "
@@ -632,8 +621,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
     result_ = r;
     epoch_log_.reset();
+    save_profile(/*need_eval=*/false);
     if (ranks_.is_master()) {
-      save_profile_when_complete_at_end();
       const auto path = train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
       save_train_result(path, r);
       logger().info("saved {}", path.string());
@@ -645,20 +634,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
   }
 
-  // A job that stopped after profiling but before the eval at the optimum saves what it has.
-  void save_profile_when_complete_at_end() {
-    if (profile_loaded_ || profile_saved_ || !profiler_->done()) {
-      return;
-    }
-    profile_saved_ = true;
-    optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
-    p.job_id = o_.job_id;
-    optimize::save_power_profile(optimize::power_profile_path(o_.log_dir, o_.global_batch_size), p);
-  }
-
-  void draw_progress(std::string_view split, int64_t done, int64_t total) {
+  void draw_progress(std::string_view split, const LoopTally& loop) {
     progress_.step(
-        epoch_, o_.max_epochs, split, done, total, o_.global_batch_size,
+        epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
         [&] {
           double w = 0;
           if (gpus_) {
@@ -694,8 +672,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   std::vector<int> owned_;
   std::unique_ptr<device::PowerLimitGuard> guard_;
   std::unique_ptr<monitor::EnergyMonitor> energy_;
-  std::unique_ptr<monitor::PowerMonitor> epoch_log_;
-  bool epoch_log_started_ = false;
+  std::unique_ptr<monitor::PowerMonitor> epoch_log_;  // this epoch's (local master)
   device::PowerLimitRange range_;
   std::optional<optimize::CostModel> cost_;
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;
@@ -705,20 +682,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
 
   int epoch_ = -1;
   Phase phase_ = Phase::kBetween;
-  int64_t train_total_ = 0;
-  int64_t train_done_ = 0;
-  int64_t eval_done_ = 0;
-  int64_t eval_total_ = 0;
-  std::chrono::nanoseconds train_t0_{0};
-  std::chrono::nanoseconds eval_t0_{0};
+  LoopTally train_{"train"};
+  LoopTally eval_{"eval"};
   std::chrono::nanoseconds window_t0_{0};
   int64_t window_begin_unix_ns_ = 0;
-  double train_elapsed_s_ = 0;
-  double eval_elapsed_s_ = 0;
-  double train_energy_j_ = 0;
-  double eval_energy_j_ = 0;
-  int64_t train_iters_ = 0;
-  int64_t eval_iters_ = 0;
   std::optional<double> metric_;
   double total_energy_j_ = 0;
   double total_time_s_ = 0;
