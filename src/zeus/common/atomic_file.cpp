@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 
 namespace zeus {
@@ -107,6 +108,20 @@ void append_line_durable(const std::filesystem::path& path, std::string_view lin
   ::close(fd);
   if (n != static_cast<ssize_t>(line.size()) || !synced) {
     throw_posix_error(fmt::format("appending to {}", what), path.string(), write_errno);
+  }
+}
+
+void for_each_line(const std::filesystem::path& path,
+                   const std::function<void(std::string_view line, const std::string& where)>& fn) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return;
+  }
+  const std::vector<std::string> lines = split(read_file(path), '\n');
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!lines[i].empty()) {
+      fn(lines[i], fmt::format("{}:{}", path.string(), i + 1));
+    }
   }
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <string_view>
 
 namespace zeus {
@@ -16,6 +18,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 // leaves whole lines only. Creates the file. Throws IoError naming `what` and the path.
 void append_line_durable(const std::filesystem::path& path, std::string_view line,
                          std::string_view what);
+
+// Calls `fn(line, "path:N")` for each non-empty line of the file (N counts from 1): the reader of
+// the project's JSON-lines files. Does nothing when the file does not exist; throws IoError when
+// it exists but cannot be read.
+void for_each_line(const std::filesystem::path& path,
+                   const std::function<void(std::string_view line, const std::string& where)>& fn);
 
 // Reads a whole file. Throws IoError naming the path when it is missing or unreadable.
 std::string read_file(const std::filesystem::path& path);

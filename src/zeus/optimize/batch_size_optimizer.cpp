@@ -48,23 +48,10 @@ void append_history(const std::filesystem::path& path, const BatchSizeObservatio
 }
 
 std::vector<BatchSizeObservation> read_history(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return {};
-  }
-  const std::string text = read_file(path);
   std::vector<BatchSizeObservation> out;
-  std::string_view rest = text;
-  size_t line_no = 0;
-  while (!rest.empty()) {
-    const size_t nl = rest.find('\n');
-    const std::string_view line = rest.substr(0, nl);
-    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-    ++line_no;
-    if (!line.empty()) {
-      out.push_back(observation_from_json_line(line, fmt::format("{}:{}", path.string(), line_no)));
-    }
-  }
+  for_each_line(path, [&](std::string_view line, const std::string& where) {
+    out.push_back(observation_from_json_line(line, where));
+  });
   return out;
 }
 

@@ -16,7 +16,6 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
-#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/job/train_result.h"
@@ -74,17 +73,10 @@ TuneTry tune_try_from_json_line(std::string_view line, std::string_view where) {
 }
 
 std::vector<TuneTry> read_tries(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return {};
-  }
-  const std::vector<std::string> lines = split(read_file(path), '\n');
   std::vector<TuneTry> out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (!lines[i].empty()) {
-      out.push_back(tune_try_from_json_line(lines[i], fmt::format("{}:{}", path.string(), i + 1)));
-    }
-  }
+  for_each_line(path, [&](std::string_view line, const std::string& where) {
+    out.push_back(tune_try_from_json_line(line, where));
+  });
   return out;
 }
 
