@@ -1,5 +1,8 @@
 #include "zeus/common/parse.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace zeus {
 
 std::vector<std::string> split(std::string_view text, char separator) {
@@ -12,6 +15,13 @@ std::vector<std::string> split(std::string_view text, char separator) {
     }
     text.remove_prefix(at + 1);
   }
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 }  // namespace zeus

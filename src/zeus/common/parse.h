@@ -22,6 +22,9 @@ std::optional<T> parse_number(std::string_view text) {
   return value;
 }
 
+// Case-insensitive ASCII comparison.
+bool iequals(std::string_view a, std::string_view b);
+
 // "a,b,,c" -> a, b, "", c (empty fields kept; "" -> one empty field).
 std::vector<std::string> split(std::string_view text, char separator);
 

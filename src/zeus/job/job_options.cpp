@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -16,14 +14,8 @@ namespace zeus::job {
 
 namespace {
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 double parse_double(const EnvVar& var, const std::string& text) {
-  if (lower(text) == "inf") {
+  if (iequals(text, "inf")) {
     return std::numeric_limits<double>::infinity();
   }
   const auto value = parse_number<double>(text);
@@ -68,12 +60,15 @@ std::pair<int, int> parse_profile_params(std::string_view text, std::string_view
 }
 
 bool parse_bool(std::string_view text, std::string_view what) {
-  const std::string v = lower(text);
-  if (v == "true" || v == "1" || v == "yes" || v == "on") {
-    return true;
+  for (const char* yes : {"true", "1", "yes", "on"}) {
+    if (iequals(text, yes)) {
+      return true;
+    }
   }
-  if (v == "false" || v == "0" || v == "no" || v == "off") {
-    return false;
+  for (const char* no : {"false", "0", "no", "off"}) {
+    if (iequals(text, no)) {
+      return false;
+    }
   }
   throw ConfigError(fmt::format("{}='{}': expected true or false", what, text));
 }

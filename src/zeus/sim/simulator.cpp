@@ -10,6 +10,7 @@
 #include <set>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/optimize/cost.h"
 
@@ -19,8 +20,8 @@ WorkloadModel::WorkloadModel(std::string gpu, const Job& job, const trace::Power
     : gpu_(std::move(gpu)), job_(job) {
   std::map<int64_t, std::set<int64_t>> limits_by_bs;
   for (const auto& row : power.rows()) {
-    if (trace::iequals(row.dataset, job.dataset) && trace::iequals(row.network, job.network) &&
-        trace::iequals(row.optimizer, job.optimizer)) {
+    if (iequals(row.dataset, job.dataset) && iequals(row.network, job.network) &&
+        iequals(row.optimizer, job.optimizer)) {
       points_[{row.batch_size, row.power_limit_w}] = {row.time_per_epoch_s, row.average_power_w};
       limits_by_bs[row.batch_size].insert(row.power_limit_w);
     }

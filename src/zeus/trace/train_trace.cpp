@@ -3,23 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <set>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/trace/power_trace.h"
 
 namespace zeus::trace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 TrainTrace TrainTrace::load(const std::filesystem::path& csv_path) {
   return parse(read_file(csv_path), csv_path.string());

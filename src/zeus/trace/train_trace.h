@@ -47,7 +47,4 @@ class TrainTrace {
   std::vector<TrainTraceRow> rows_;
 };
 
-// Case-insensitive ASCII comparison, for the join of the two trace files.
-bool iequals(std::string_view a, std::string_view b);
-
 }  // namespace zeus::trace
