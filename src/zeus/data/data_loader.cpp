@@ -55,6 +55,14 @@ class ContextCollectives final : public job::Collectives {
   dist::Context& ctx_;
 };
 
+// Batch `b` of an epoch whose sample order is `order` (the last one may be short).
+Batch make_batch(BatchDataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
+                 int64_t b) {
+  const auto begin = static_cast<size_t>(b * batch_size);
+  const size_t n = std::min(static_cast<size_t>(batch_size), order.size() - begin);
+  return dataset.get_batch(std::span(order).subspan(begin, n));
+}
+
 // Makes an epoch's batches ahead of the loop on `workers` threads, handing them out in order;
 // at most `depth` batches wait at a time. A worker's exception is rethrown by next().
 class Prefetcher {
@@ -114,11 +122,7 @@ class Prefetcher {
       }
       Slot slot;
       try {
-        const int64_t begin = b * batch_size_;
-        const int64_t end =
-            std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
-        slot.batch = dataset_.get_batch(std::span(order_).subspan(
-            static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+        slot.batch = make_batch(dataset_, order_, batch_size_, b);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -170,10 +174,7 @@ struct DataLoader::Impl {
     if (prefetcher) {
       return prefetcher->next();
     }
-    const int64_t begin = b * o.batch_size;
-    const int64_t end = std::min<int64_t>(begin + o.batch_size, static_cast<int64_t>(order.size()));
-    return dataset->get_batch(
-        std::span(order).subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+    return make_batch(*dataset, order, o.batch_size, b);
   }
 
   void close_loop();
