@@ -19,31 +19,47 @@
 
 namespace zeus::examples {
 
-// The loader's options as flags; unset ones take the ZEUS_* variables, then the defaults.
-struct JobFlags {
-  std::string device;
-  bool observer = false;
-
-  void add(CLI::App& app, job::JobOptions& job) {
-    app.add_option("--device", device, "GPUs to optimize: auto, nvml or sim:<gpu> (ZEUS_DEVICE)");
-    app.add_option("--log-dir", job.log_dir, "Profiles, results, power logs (ZEUS_LOG_DIR)");
-    app.add_option("--job-id", job.job_id, "Result file prefix (ZEUS_JOB_ID)");
-    app.add_option("--eta", job.eta, "Energy vs time weight in [0, 1] (ZEUS_ETA_KNOB)");
-    app.add_option("--cost-threshold", job.cost_threshold,
-                   "Stop when the next epoch would reach this cost (ZEUS_COST_THRESH)");
-    app.add_flag("--observer", observer,
-                 "Profile and report, but train at the maximum limit (ZEUS_USE_OPTIMAL_PL=false)");
-  }
-
-  void apply(job::JobOptions& job) const {
-    if (!device.empty()) {
-      job.device = device;
-    }
-    if (observer) {
-      job.observer_mode = true;
-    }
-  }
+// What every example trains with, as flags; each example sets its own defaults and adds its
+// own options. The loader's energy options left unset take the ZEUS_* variables, then the
+// defaults.
+struct TrainingOptions {
+  int epochs = 3;           // max_epochs of the train loader
+  int64_t batch_size = 64;  // per rank
+  double lr = 0.05;
+  double momentum = 0.9;
+  double target_accuracy = 0.88;
+  int workers = 0;  // loader threads per rank
+  int threads = 1;  // intra-op threads per rank
+  uint64_t seed = 1;
+  int spawn = 0;  // > 0: start that many workers from this process
+  job::JobOptions job;
+  std::string device;     // --device, into job.device when given
+  bool observer = false;  // --observer, into job.observer_mode when given
 };
+
+inline void add_training_flags(CLI::App& app, TrainingOptions& o) {
+  app.add_option("--epochs", o.epochs, "At most this many epochs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Per rank")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", o.lr)->capture_default_str();
+  app.add_option("--target-accuracy", o.target_accuracy)->capture_default_str();
+  app.add_option("--workers", o.workers, "Loader threads per rank (batches made ahead)")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads per rank")->capture_default_str();
+  app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--spawn", o.spawn, "Start N workers from this process");
+  app.add_option("--device", o.device, "GPUs to optimize: auto, nvml or sim:<gpu> (ZEUS_DEVICE)");
+  app.add_option("--log-dir", o.job.log_dir, "Profiles, results, power logs (ZEUS_LOG_DIR)");
+  app.add_option("--job-id", o.job.job_id, "Result file prefix (ZEUS_JOB_ID)");
+  app.add_option("--eta", o.job.eta, "Energy vs time weight in [0, 1] (ZEUS_ETA_KNOB)");
+  app.add_option("--cost-threshold", o.job.cost_threshold,
+                 "Stop when the next epoch would reach this cost (ZEUS_COST_THRESH)");
+  app.add_flag("--observer", o.observer,
+               "Profile and report, but train at the maximum limit (ZEUS_USE_OPTIMAL_PL=false)");
+}
 
 // Runs `loop` (the epochs; it returns the last all-reduced accuracy) and turns its end into the
 // exit code, printing the outcome on the master: 0 when the target was reached, or when every
@@ -66,10 +82,9 @@ inline int finish_training(dist::Context& ctx, const char* metric, double target
   return accuracy >= target ? 0 : 3;
 }
 
-// Parses argv with `app` (after taking the legacy --local_rank out), calls `after_parse`, then
-// runs `train` in this process (zeus::dist::init()) or in `spawn` processes (--spawn N).
-inline int run_example(const char* name, int argc, char** argv, CLI::App& app, const int& spawn,
-                       const std::function<void()>& after_parse,
+// Parses argv with `app` (after taking the legacy --local_rank out) into `o`, then runs `train`
+// in this process (zeus::dist::init()) or in o.spawn processes (--spawn N).
+inline int run_example(const char* name, int argc, char** argv, CLI::App& app, TrainingOptions& o,
                        const std::function<int(dist::Context&)>& train) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
@@ -77,9 +92,14 @@ inline int run_example(const char* name, int argc, char** argv, CLI::App& app, c
     init.env.legacy_local_rank = cluster::take_local_rank_arg(args);
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
-    after_parse();
-    if (spawn > 0) {
-      return dist::spawn({.nprocs = spawn}, [&](dist::Context& ctx) {
+    if (!o.device.empty()) {
+      o.job.device = o.device;
+    }
+    if (o.observer) {
+      o.job.observer_mode = true;
+    }
+    if (o.spawn > 0) {
+      return dist::spawn({.nprocs = o.spawn}, [&](dist::Context& ctx) {
         if (train(ctx) != 0) {
           throw Error("target not reached");
         }
@@ -88,6 +108,9 @@ inline int run_example(const char* name, int argc, char** argv, CLI::App& app, c
     auto ctx = dist::init(init);
     return train(*ctx);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      return app.exit(e);  // --help
+    }
     std::fprintf(stderr, "%s: %s\n", name, e.what());
     return 2;
   } catch (const ConfigError& e) {

@@ -36,19 +36,10 @@ namespace {
 
 using zeus::examples::Net;
 
-struct Options {
-  int epochs = 3;           // max_epochs of the train loader
-  int64_t batch_size = 64;  // per rank
-  double lr = 0.05;
-  double momentum = 0.9;
-  double target_accuracy = 0.88;
-  int threads = 1;
-  int workers = 0;
-  uint64_t seed = 1;
+struct Options : zeus::examples::TrainingOptions {
   int64_t limit_train = 0;  // > 0: only this many training samples (quick runs)
   bool plain_loop = false;  // no zeus::DataLoader (benchmark baseline)
   std::string data_dir = zeus::data::kFashionMnistDir;
-  zeus::job::JobOptions job;
 };
 
 // Accuracy of `net` over `batches` (this rank's shard), all-reduced over the ranks.
@@ -180,27 +171,12 @@ int train(zeus::dist::Context& ctx, const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Energy-optimized data-parallel Fashion-MNIST training with zeus-cpp"};
   Options o;
-  int spawn = 0;
-  app.add_option("--epochs", o.epochs, "At most this many epochs")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "Per rank")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--lr", o.lr)->capture_default_str();
-  app.add_option("--target-accuracy", o.target_accuracy)->capture_default_str();
-  app.add_option("--threads", o.threads, "Intra-op threads per rank")->capture_default_str();
-  app.add_option("--seed", o.seed)->capture_default_str();
+  zeus::examples::add_training_flags(app, o);
   app.add_option("--limit-train", o.limit_train, "Train on the first N samples only");
   app.add_option("--data", o.data_dir, "Directory with the IDX files")->capture_default_str();
   app.add_flag("--plain-loop", o.plain_loop,
                "Batch with a hand-written loop instead of zeus::DataLoader (no energy "
                "optimization; the benchmark's baseline)");
-  app.add_option("--workers", o.workers, "Loader threads per rank")->capture_default_str();
-  app.add_option("--spawn", spawn, "Start N workers from this process");
-  zeus::examples::JobFlags job_flags;
-  job_flags.add(app, o.job);
-  return zeus::examples::run_example(
-      "fashion_mnist", argc, argv, app, spawn, [&] { job_flags.apply(o.job); },
-      [&](zeus::dist::Context& ctx) { return train(ctx, o); });
+  return zeus::examples::run_example("fashion_mnist", argc, argv, app, o,
+                                     [&](zeus::dist::Context& ctx) { return train(ctx, o); });
 }

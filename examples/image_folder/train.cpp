@@ -86,19 +86,17 @@ struct ResNetImpl : nn::Module {
 };
 TORCH_MODULE(ResNet);
 
-struct Options {
+struct Options : zeus::examples::TrainingOptions {
+  Options() {
+    epochs = 10;
+    batch_size = 32;
+    lr = 0.1;
+    target_accuracy = 0.7;
+    workers = 2;
+  }
   std::string data_dir;
-  int epochs = 10;
-  int64_t batch_size = 32;  // per rank
   int image_size = 64;
-  double lr = 0.1;
-  double momentum = 0.9;
   double weight_decay = 5e-4;
-  double target_accuracy = 0.7;
-  int workers = 2;
-  int threads = 1;
-  uint64_t seed = 1;
-  zeus::job::JobOptions job;
 };
 
 int train(zeus::dist::Context& ctx, const Options& o) {
@@ -180,24 +178,9 @@ int train(zeus::dist::Context& ctx, const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Energy-optimized data-parallel ResNet training on an image folder"};
   Options o;
-  int spawn = 0;
+  zeus::examples::add_training_flags(app, o);
   app.add_option("--data", o.data_dir, "DIR with train/<class>/ and val/<class>/")->required();
-  app.add_option("--epochs", o.epochs, "At most this many epochs")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "Per rank")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
   app.add_option("--image-size", o.image_size, "Crop side in pixels")->capture_default_str();
-  app.add_option("--lr", o.lr)->capture_default_str();
-  app.add_option("--target-accuracy", o.target_accuracy)->capture_default_str();
-  app.add_option("--workers", o.workers, "Decoding threads per rank")->capture_default_str();
-  app.add_option("--threads", o.threads, "Intra-op threads per rank")->capture_default_str();
-  app.add_option("--seed", o.seed)->capture_default_str();
-  app.add_option("--spawn", spawn, "Start N workers from this process");
-  zeus::examples::JobFlags job_flags;
-  job_flags.add(app, o.job);
-  return zeus::examples::run_example(
-      "image_folder", argc, argv, app, spawn, [&] { job_flags.apply(o.job); },
-      [&](zeus::dist::Context& ctx) { return train(ctx, o); });
+  return zeus::examples::run_example("image_folder", argc, argv, app, o,
+                                     [&](zeus::dist::Context& ctx) { return train(ctx, o); });
 }
