@@ -341,6 +341,35 @@ TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
   EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.node1.journal"));
 }
 
+// A rank failing in the middle of profiling, with its GPUs at a lowered limit: by an exception
+// (the loader's guard restores on the way out) and by SIGKILL (zeus run restores from the
+// node's journal). Either way both simulated GPUs end at the maximum and no journal is left.
+TEST(DataLoaderEndToEnd, LimitsAreRestoredWhenARankThrowsOrIsKilled) {
+  const Expected expected = expected_from_trace(0.5);
+  // Step 20 of epoch 0 is the third limit's window (7 steps per limit): below the maximum.
+  for (const std::string how : {"--throw-at-step", "--kill-at-step"}) {
+    test::TempDir dir;
+    const fs::path log = dir / "log";
+    Job job = run_job(sim_env(log), {"--max-epochs", "3", how, "20"});
+    EXPECT_NE(job.result.exit_code, 0) << how << ": " << job.output;
+    EXPECT_THAT(job.output, HasSubstr(how == "--throw-at-step" ? "the training step failed"
+                                                               : "restored the power limits"))
+        << job.output;
+    std::string state;
+    for (const auto& e : fs::directory_iterator(log))
+      if (e.path().filename().string().starts_with(".sim-"))
+        state = e.path().string();
+    ASSERT_FALSE(state.empty()) << how;
+    test::ScopedEnv gpus("ZEUS_SIM_GPUS", "2");
+    auto sim =
+        device::open_gpu_set("sim:v100@" + state, {.sim_clock = device::sim::SimClock::kVirtual});
+    EXPECT_EQ(sim->power_limit_mw(0), expected.range.max_mw) << how;
+    EXPECT_EQ(sim->power_limit_mw(1), expected.range.max_mw) << how;
+    EXPECT_FALSE(fs::exists(log / "power-limits.journal")) << how;
+    EXPECT_FALSE(fs::exists(log / "zeus+bs8.train.json")) << how << ": no result for a failed job";
+  }
+}
+
 TEST(DataLoaderEndToEnd, ProgressBarOnTheGlobalMasterOnly) {
   test::TempDir dir;
   Job job = run_job(sim_env(dir / "log"), {"--max-epochs", "2", "--metrics", "0.9", "--progress"});

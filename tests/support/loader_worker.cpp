@@ -3,14 +3,17 @@
 // ZEUS_* environment (so the tests exercise it); flags shape the data and the failure cases.
 //   --samples N --batch-size B --max-epochs E --metrics m0,m1,... (epoch k reports m_k, the
 //   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist) --progress (draw
-//   the progress bar even without a TTY)
+//   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0 fails at
+//   step N of the first epoch, in the middle of profiling)
 // Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
 // (including the cost threshold), 2 on a configuration error, 1 otherwise.
 #include <ATen/Functions.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,8 @@ struct Args {
   bool bad_sampler = false;
   bool single = false;
   bool progress = false;
+  int64_t throw_at_step = -1;  // rank 0 throws from its training loop at this step of epoch 0
+  int64_t kill_at_step = -1;   // rank 0 SIGKILLs itself at this step of epoch 0
 };
 
 Args parse(int argc, char** argv) {
@@ -64,6 +69,10 @@ Args parse(int argc, char** argv) {
       a.single = true;
     else if (arg == "--progress")
       a.progress = true;
+    else if (arg == "--throw-at-step")
+      a.throw_at_step = *zeus::parse_number<int64_t>(value());
+    else if (arg == "--kill-at-step")
+      a.kill_at_step = *zeus::parse_number<int64_t>(value());
     else
       throw zeus::ConfigError("unknown flag " + arg);
   }
@@ -102,7 +111,15 @@ int run(const Args& a) {
   int64_t seen = 0;
   try {
     for (int epoch : train.epochs()) {
+      int64_t step = 0;
       for (auto& batch : train) {
+        if (epoch == 0 && rank == 0 && step == a.throw_at_step) {
+          throw std::runtime_error("the training step failed (--throw-at-step)");
+        }
+        if (epoch == 0 && rank == 0 && step == a.kill_at_step) {
+          ::raise(SIGKILL);
+        }
+        ++step;
         seen += batch.target.size(0);
         if (ctx) {
           ctx->all_reduce_sum(1.0);  // the gradient all-reduce of a real step
