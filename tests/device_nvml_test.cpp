@@ -38,8 +38,105 @@ TEST(MapVisibleDevices, FollowsCudaRules) {
   EXPECT_THAT(ignored, ElementsAre(HasSubstr("'7'"), HasSubstr("'2'")));
   EXPECT_THAT(map_visible_devices("0,0,1", kUuids), ElementsAre(0));
   EXPECT_THAT(map_visible_devices("GPU-a,1", kUuids), ElementsAre()) << "ambiguous prefix";
-  EXPECT_THAT(map_visible_devices("MIG-GPU-aaaa/1/0", kUuids), ElementsAre());
   EXPECT_THAT(map_visible_devices("-1", kUuids), ElementsAre());
+}
+
+// A MIG slice has no power limit of its own: an entry naming one stands for the GPU that holds
+// it. The legacy "MIG-GPU-<uuid>/<gi>/<ci>" spelling names that GPU; the current "MIG-<uuid>"
+// needs NVML's lookup.
+TEST(MapVisibleDevices, MigInstancesStandForTheirGpu) {
+  EXPECT_THAT(map_visible_devices("MIG-GPU-bbbb-2222/1/0", kUuids), ElementsAre(1));
+  const MigParentLookup lookup = [](std::string_view mig) -> std::optional<std::string> {
+    if (mig == "MIG-1234") {
+      return "GPU-cccc-4444";
+    }
+    return std::nullopt;
+  };
+  EXPECT_THAT(map_visible_devices("MIG-1234,0", kUuids, nullptr, lookup), ElementsAre(3, 0));
+  std::vector<std::string> ignored;
+  EXPECT_THAT(map_visible_devices("2,MIG-9999,0", kUuids, &ignored, lookup), ElementsAre(2));
+  EXPECT_THAT(ignored, ElementsAre(HasSubstr("no GPU holds this MIG instance"), HasSubstr("'0'")));
+  EXPECT_THAT(map_visible_devices("MIG-1234", kUuids), ElementsAre()) << "no lookup";
+}
+
+std::vector<NvmlGpuIdentity> identities(const std::vector<std::string>& names) {
+  std::vector<NvmlGpuIdentity> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out.push_back({kUuids[i], names[i]});
+  }
+  return out;
+}
+
+TEST(MatchCudaDevice, TheRuntimeUuidDecides) {
+  const auto gpus = identities({"A40", "A40", "A40", "A40"});
+  // CUDA_VISIBLE_DEVICES would say otherwise: the runtime's UUID wins.
+  const auto m = match_cuda_device(
+      {.runtime_uuid = "GPU-abcd-3333", .index = 0, .visible_devices = "1"}, gpus);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->nvml_index, 2);
+  EXPECT_THAT(m->how, HasSubstr("UUID"));
+  EXPECT_FALSE(m->note);
+  EXPECT_THROW(match_cuda_device({.runtime_uuid = "GPU-ffff", .index = 0}, gpus), ConfigError);
+  // A MIG instance: CUDA reports the instance's UUID; its GPU is found through NVML.
+  const MigParentLookup lookup = [](std::string_view mig) -> std::optional<std::string> {
+    return mig == "MIG-5678" ? std::optional<std::string>("GPU-bbbb-2222") : std::nullopt;
+  };
+  const auto mig = match_cuda_device({.runtime_uuid = "GPU-5678", .index = 0}, gpus, lookup);
+  ASSERT_TRUE(mig);
+  EXPECT_EQ(mig->nvml_index, 1);
+  EXPECT_THAT(*mig->note, HasSubstr("MIG instance"));
+}
+
+TEST(MatchCudaDevice, WithoutARuntimeFollowsTheVariables) {
+  const auto same = identities({"A40", "A40", "A40", "A40"});
+  // Permuted indices: CUDA device 1 is NVML GPU 0.
+  EXPECT_EQ(match_cuda_device({.index = 1, .visible_devices = "3,0,2"}, same)->nvml_index, 0);
+  // UUID entries, and a prefix.
+  EXPECT_EQ(match_cuda_device({.index = 0, .visible_devices = "GPU-cccc-4444,GPU-aaaa"}, same)
+                ->nvml_index,
+            3);
+  EXPECT_EQ(match_cuda_device({.index = 1, .visible_devices = "GPU-cccc-4444,GPU-aaaa"}, same)
+                ->nvml_index,
+            0);
+  EXPECT_EQ(match_cuda_device({.index = 2}, same)->nvml_index, 2) << "unset: every GPU";
+  EXPECT_FALSE(match_cuda_device({.index = 2, .visible_devices = "3,0"}, same)) << "no device 2";
+  EXPECT_FALSE(match_cuda_device({.index = 0, .visible_devices = ""}, same));
+  // Different GPUs and CUDA's default (fastest first) order: indices are a guess, said so.
+  const auto mixed = identities({"A40", "V100", "A40", "V100"});
+  const auto guess = match_cuda_device({.index = 0, .visible_devices = "1,2"}, mixed);
+  ASSERT_TRUE(guess && guess->note);
+  EXPECT_EQ(guess->nvml_index, 1);
+  EXPECT_THAT(*guess->note, HasSubstr("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+  EXPECT_FALSE(
+      match_cuda_device({.index = 0, .visible_devices = "1,2", .device_order = "PCI_BUS_ID"}, mixed)
+          ->note);
+  EXPECT_FALSE(match_cuda_device({.index = 0, .visible_devices = "GPU-bbbb"}, mixed)->note)
+      << "a UUID is exact";
+}
+
+TEST(NvmlGpuSet, FindsTheGpuOfAMigInstanceAndOpensChosenIndices) {
+  auto spec = test::four_a40s();
+  spec[2].mig_uuids = {"MIG-aaaaaaaa-0000-0000-0000-000000000001",
+                       "MIG-aaaaaaaa-0000-0000-0000-000000000002"};
+  test::FakeNvml fake(spec);
+  NvmlGpuSet all(visible(std::nullopt));
+  EXPECT_EQ(all.mig_parent_uuid("MIG-aaaaaaaa-0000-0000-0000-000000000002"), spec[2].uuid);
+  EXPECT_EQ(all.mig_parent_uuid("MIG-bbbbbbbb-0000-0000-0000-000000000002"), std::nullopt);
+  EXPECT_EQ(all.mig_parent_uuid(spec[1].uuid), std::nullopt) << "a GPU, not a MIG instance";
+  ASSERT_EQ(all.machine_gpus().size(), 4u);
+  // CUDA_VISIBLE_DEVICES with a MIG UUID shows its GPU.
+  NvmlGpuSet mig(visible("MIG-aaaaaaaa-0000-0000-0000-000000000001"));
+  ASSERT_EQ(mig.count(), 1);
+  EXPECT_EQ(mig.uuid(0), spec[2].uuid);
+  // Exactly the chosen NVML GPUs, whatever CUDA_VISIBLE_DEVICES says.
+  auto chosen = visible("0");
+  chosen.nvml_indices = std::vector<int>{3, 1};
+  NvmlGpuSet node(chosen);
+  ASSERT_EQ(node.count(), 2);
+  EXPECT_EQ(node.uuid(0), spec[3].uuid);
+  EXPECT_EQ(node.nvml_index(1), 1);
+  chosen.nvml_indices = std::vector<int>{4};
+  EXPECT_THROW(NvmlGpuSet{chosen}, ConfigError);
 }
 
 TEST(NvmlGpuSet, EnumeratesNamesUuidsAndReadings) {
@@ -154,8 +251,10 @@ TEST(NvmlGpuSet, MissingOptionalSymbolsFallBack) {
   auto gpus_spec = test::four_a40s();
   test::FakeNvml fake(gpus_spec, /*minimal_library=*/true);
   NvmlGpuSet gpus(visible(std::nullopt));
-  EXPECT_THAT(gpus.library().missing_optional(),
-              ElementsAre("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues"));
+  EXPECT_THAT(
+      gpus.library().missing_optional(),
+      ElementsAre("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues",
+                  "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"));
   EXPECT_EQ(gpus.count(), 4) << "unversioned nvmlInit/GetCount/GetHandleByIndex must be used";
   EXPECT_FALSE(gpus.has_energy_counter(0));
   EXPECT_EQ(gpus.energy_mj(0), std::nullopt);

@@ -1,7 +1,8 @@
 // A fake libnvidia-ml.so.1 for tests: implements the NVML functions zeus-cpp calls, backed by a
 // JSON state file named by $FAKE_NVML_STATE:
 //   {"gpus": [{"name", "uuid", "power_mw", "energy_mj", "limit_mw", "min_limit_mw",
-//              "max_limit_mw", "default_limit_mw", "instant_power", "energy_counter"}],
+//              "max_limit_mw", "default_limit_mw", "instant_power", "energy_counter",
+//              "mig_uuids": ["MIG-..."]}],
 //    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1},
 //    "limit_history": [{"gpu": 0, "limit_mw": 150000, "pid": 123}]}
 // The state is read at nvmlInit. Every successful limit set is written back (current limit and
@@ -303,6 +304,44 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count
     }
     return NVML_SUCCESS;
   });
+}
+// MIG instances: handle = (gpu + 1) | (instance + 1) << 16, valid only for these two calls.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  return guarded([&] {
+    std::lock_guard lock(fake().mu);
+    if (!fake().initialized) {
+      return NVML_ERROR_UNINITIALIZED;
+    }
+    if (uuid == nullptr || device == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const auto& gpus = fake().state["gpus"];
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (gpus[i].at("uuid").get<std::string>() == uuid) {
+        *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(i) + 1);
+        return NVML_SUCCESS;
+      }
+      const auto migs = gpus[i].value("mig_uuids", nlohmann::json::array());
+      for (size_t k = 0; k < migs.size(); ++k) {
+        if (migs[k].get<std::string>() == uuid) {
+          *device = reinterpret_cast<nvmlDevice_t>((static_cast<uintptr_t>(i) + 1) |
+                                                   ((static_cast<uintptr_t>(k) + 1) << 16));
+          return NVML_SUCCESS;
+        }
+      }
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig,
+                                                                      nvmlDevice_t* device) {
+  const auto h = reinterpret_cast<uintptr_t>(mig);
+  if ((h >> 16) == 0 || device == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;  // not a MIG handle
+  }
+  *device = reinterpret_cast<nvmlDevice_t>(h & 0xffff);
+  return NVML_SUCCESS;
 }
 #endif
 

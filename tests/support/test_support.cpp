@@ -78,7 +78,8 @@ FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library)
                              {"max_limit_mw", g.max_limit_mw},
                              {"default_limit_mw", g.default_limit_mw},
                              {"instant_power", g.instant_power},
-                             {"energy_counter", g.energy_counter}});
+                             {"energy_counter", g.energy_counter},
+                             {"mig_uuids", g.mig_uuids}});
   }
   state["faults"] = nlohmann::json::object();
   state["limit_history"] = nlohmann::json::array();

@@ -50,6 +50,7 @@ struct FakeGpu {
   int64_t default_limit_mw = 300'000;
   bool instant_power = true;
   bool energy_counter = true;
+  std::vector<std::string> mig_uuids;  // MIG instances on this GPU ("MIG-...")
 };
 
 // A fake NVML machine: writes the state file and points ZEUS_NVML_LIBRARY and FAKE_NVML_STATE

@@ -51,6 +51,10 @@ inline constexpr EnvVar kEnvProfileParams{"ZEUS_PROFILE_PARAMS", "10,40",
 inline constexpr EnvVar kEnvUseOptimalPl{
     "ZEUS_USE_OPTIMAL_PL", "true",
     "false: observer mode (profile, report, but train at the maximum limit)"};
+inline constexpr EnvVar kEnvMeasureOnly{
+    "ZEUS_MEASURE_ONLY", "false",
+    "true: measure energy and time at the GPUs' current limits, never change a limit (no "
+    "profiling, no profile file; for shared machines and processes without root)"};
 inline constexpr EnvVar kEnvDevice{"ZEUS_DEVICE", "auto",
                                    "GPUs zeus::DataLoader controls: auto, nvml, or sim:<gpu>[...]"};
 inline constexpr EnvVar kEnvSimClock{

@@ -12,6 +12,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/dist/backend.h"
 #include "zeus/dist/context.h"
 #include "zeus/dist/distributed_sampler.h"
 
@@ -55,12 +56,57 @@ class ContextCollectives final : public job::Collectives {
   dist::Context& ctx_;
 };
 
-// Batch `b` of an epoch whose sample order is `order` (the last one may be short).
+// The CUDA device the batches go to (DataLoaderOptions::device), or std::nullopt for the CPU.
+// "cuda" without an index is the dist context's device, else cuda:0.
+std::optional<int> batch_cuda_device(const DataLoaderOptions& o, const dist::Context* ctx,
+                                     const char* role) {
+  if (!o.device || !o.device->is_cuda()) {
+    return std::nullopt;
+  }
+  int index = o.device->has_index() ? o.device->index() : 0;
+  if (!o.device->has_index() && ctx != nullptr && ctx->on_cuda()) {
+    index = ctx->device().index();
+  }
+  const int count = dist::cuda::built_with_cuda() ? dist::cuda::device_count() : 0;
+  if (index >= count) {
+    throw ConfigError(fmt::format(
+        "{}: device {} was asked for, but {}; pass ctx.device() or leave the device unset (CPU)",
+        role, o.device->str(),
+        dist::cuda::built_with_cuda()
+            ? fmt::format("{} CUDA device(s) are visible", count)
+            : std::string("this zeus-cpp is built against a libtorch without CUDA")));
+  }
+  return index;
+}
+
+// What the job needs of the rank's device: the CUDA device it trains on (the batches', else the
+// dist context's), its UUID, and how to wait for it.
+job::RankDevice rank_device(std::optional<int> batches_cuda, const dist::Context* ctx) {
+  std::optional<int> cuda = batches_cuda;
+  if (!cuda && ctx != nullptr && ctx->on_cuda()) {
+    cuda = ctx->device().index();
+  }
+  job::RankDevice d;
+  if (cuda) {
+    d.cuda_index = *cuda;
+    d.cuda_uuid = dist::cuda::device_uuid(*cuda);
+    d.synchronize = [index = *cuda] { dist::cuda::synchronize(index); };
+  }
+  return d;
+}
+
+// Batch `b` of an epoch whose sample order is `order` (the last one may be short), in pinned
+// memory when it is to be copied to a CUDA device.
 Batch make_batch(BatchDataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
-                 int64_t b) {
+                 int64_t b, bool pin) {
   const auto begin = static_cast<size_t>(b * batch_size);
   const size_t n = std::min(static_cast<size_t>(batch_size), order.size() - begin);
-  return dataset.get_batch(std::span(order).subspan(begin, n));
+  Batch batch = dataset.get_batch(std::span(order).subspan(begin, n));
+  if (pin) {
+    batch.data = dist::cuda::CopyStream::pin(batch.data);
+    batch.target = dist::cuda::CopyStream::pin(batch.target);
+  }
+  return batch;
 }
 
 // Makes an epoch's batches ahead of the loop on `workers` threads, handing them out in order;
@@ -68,12 +114,13 @@ Batch make_batch(BatchDataset& dataset, const std::vector<int64_t>& order, int64
 class Prefetcher {
  public:
   Prefetcher(BatchDataset& dataset, const std::vector<int64_t>& order, int64_t batch_size,
-             int64_t batches, int workers, int depth)
+             int64_t batches, int workers, int depth, bool pin)
       : dataset_(dataset),
         order_(order),
         batch_size_(batch_size),
         batches_(batches),
-        depth_(std::max(1, depth)) {
+        depth_(std::max(1, depth)),
+        pin_(pin) {
     for (int i = 0; i < workers; ++i) {
       threads_.emplace_back([this] { work(); });
     }
@@ -122,7 +169,7 @@ class Prefetcher {
       }
       Slot slot;
       try {
-        slot.batch = make_batch(dataset_, order_, batch_size_, b);
+        slot.batch = make_batch(dataset_, order_, batch_size_, b, pin_);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -139,6 +186,7 @@ class Prefetcher {
   int64_t batch_size_;
   int64_t batches_;
   int64_t depth_;
+  bool pin_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -166,16 +214,46 @@ struct DataLoader::Impl {
   bool active = false;
   job::EnergyJob* measuring = nullptr;  // the job this loop reports to
   std::vector<int64_t> order;
-  int64_t next = 0;  // batches handed out
-  Batch current;
+  int64_t next = 0;  // batches fetched
+  Batch current;     // what the loop body sees
+  Batch in_flight;   // CUDA: the next batch, its copy under way on the side stream
   std::unique_ptr<Prefetcher> prefetcher;
+  std::unique_ptr<dist::cuda::CopyStream> copier;  // set when the batches go to a CUDA device
 
-  Batch fetch(int64_t b) {
+  Batch fetch_host(int64_t b) {
     if (prefetcher) {
       return prefetcher->next();
     }
-    return make_batch(*dataset, order, o.batch_size, b);
+    return make_batch(*dataset, order, o.batch_size, b, copier != nullptr);
   }
+
+  // Starts the copy of the next batch to the device (CUDA), so it overlaps the step that follows.
+  void prefetch_to_device() {
+    Batch host = fetch_host(next++);
+    std::vector<at::Tensor> device = copier->start({host.data, host.target});
+    in_flight = {device[0], device[1]};
+  }
+
+  // Makes the next batch `current`: on CUDA, the one whose copy is under way (and starts the
+  // following one's); on the CPU, the dataset's next batch.
+  void advance() {
+    if (!copier) {
+      current = fetch_host(next++);
+      return;
+    }
+    if (!in_flight.data.defined()) {
+      prefetch_to_device();
+    }
+    std::vector<at::Tensor> ready{in_flight.data, in_flight.target};
+    copier->hand_over(ready);
+    current = {ready[0], ready[1]};
+    in_flight = {};
+    if (next < batches) {
+      prefetch_to_device();
+    }
+  }
+
+  bool more() const { return next < batches || in_flight.data.defined(); }
 
   void close_loop();
 };
@@ -203,6 +281,7 @@ void DataLoader::Impl::close_loop() {
   active = false;
   prefetcher.reset();
   current = {};
+  in_flight = {};
   if (measuring != nullptr) {
     if (train) {
       measuring->end_train_epoch();
@@ -232,8 +311,8 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
                                   role, m.o.num_workers, m.o.prefetch_batches));
   }
   int rank = 0;
+  dist::Context* ctx = nullptr;
   if (m.o.distributed == Distributed::kDataParallel) {
-    dist::Context* ctx = nullptr;
     try {
       ctx = &dist::current();
     } catch (const Error&) {
@@ -252,6 +331,10 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
           "the same GPUs and log dir; set DataLoaderOptions::distributed = DataParallel",
           world);
     }
+  }
+  const std::optional<int> cuda = batch_cuda_device(m.o, ctx, role);
+  if (cuda) {
+    m.copier = std::make_unique<dist::cuda::CopyStream>(*cuda);
   }
   const int64_t n = m.dataset->size();
   if (m.o.sampler) {
@@ -295,7 +378,7 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     }
     const job::ResolvedJobOptions resolved =
         job::resolve_job_options(m.o.job, *m.o.max_epochs, m.o.batch_size, m.world_size);
-    m.job = std::make_unique<job::EnergyJob>(resolved, *m.collectives);
+    m.job = std::make_unique<job::EnergyJob>(resolved, *m.collectives, rank_device(cuda, ctx));
     std::lock_guard lock(registry().mu);
     registry().train = &m;
   } else {
@@ -374,9 +457,10 @@ DataLoader::Iterator DataLoader::begin() {
   if (m.o.num_workers > 0) {
     m.prefetcher =
         std::make_unique<Prefetcher>(*m.dataset, m.order, m.o.batch_size, m.batches,
-                                     m.o.num_workers, m.o.num_workers * m.o.prefetch_batches);
+                                     m.o.num_workers, m.o.num_workers * m.o.prefetch_batches,
+                                     /*pin=*/m.copier != nullptr);
   }
-  m.current = m.fetch(m.next++);
+  m.advance();
   if (m.train) {
     m.measuring->train_step_begin();
   }
@@ -399,11 +483,11 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
       m.measuring->eval_step_end();
     }
   }
-  if (m.next >= m.batches) {
+  if (!m.more()) {
     m.close_loop();
     return *this;
   }
-  m.current = m.fetch(m.next++);
+  m.advance();
   if (m.train && m.measuring != nullptr) {
     m.measuring->train_step_begin();
   }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <iterator>
@@ -76,6 +77,11 @@ struct DataLoaderOptions {
   // Optional: a sampler of your own; it must match the dist context (world size, rank) and
   // the dataset's size. Default: one made from the options above.
   std::shared_ptr<dist::DistributedSampler> sampler;
+  // Where the batches go. A CUDA device: batches are pinned (on the loader threads when there
+  // are any) and copied without blocking on a side stream, the next batch's copy overlapping
+  // the current step; the energy job waits for the device before each measurement timestamp.
+  // Unset: the CPU (batches as the dataset made them). Usually ctx.device().
+  std::optional<c10::Device> device;
   job::JobOptions job;  // the train loader's energy options (eta, target, log dir, device...)
 };
 

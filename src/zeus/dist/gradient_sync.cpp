@@ -41,7 +41,11 @@ struct GradientSync::State {
     std::unique_ptr<Backend::Pending> pending;
   };
   struct Hooked {
-    std::shared_ptr<torch::autograd::Node> accumulator;
+    // std::shared_ptr<Node> in libtorch 1.13, c10::intrusive_ptr<Node> in 2.x: whichever
+    // grad_accumulator() returns, so this file compiles against both (backend.h's rule allows
+    // this one version difference outside backend.cpp, since it is spelled by the type itself).
+    decltype(torch::autograd::impl::grad_accumulator(
+        std::declval<const at::Tensor&>())) accumulator;
     uintptr_t key;
   };
 

@@ -7,7 +7,9 @@
 #include "zeus/dist/context.h"
 
 namespace zeus::dist {
-// Flattens same-dtype tensors into one buffer, runs the collective on it, and copies back.
+// Flattens same-dtype tensors into one buffer on the backend's device (the model may live
+// elsewhere: a CPU model under NCCL, a CUDA one under Gloo), runs the collective on it, and
+// copies back.
 void sync_tensors(Context& ctx, const std::vector<at::Tensor>& tensors, bool average) {
   if (ctx.world_size() == 1 || tensors.empty()) {
     return;
@@ -23,7 +25,7 @@ void sync_tensors(Context& ctx, const std::vector<at::Tensor>& tensors, bool ave
     for (const auto& t : group) {
       flat_parts.push_back(t.detach().reshape({-1}));
     }
-    std::vector<at::Tensor> flat{at::cat(flat_parts)};
+    std::vector<at::Tensor> flat{at::cat(flat_parts).to(ctx.collective_device())};
     const bool can_average = average && at::isFloatingType(dtype);
     if (can_average) {
       ctx.backend()->all_reduce_sum(flat);

@@ -3,7 +3,9 @@
 // single process uses SingleProcess. Keeping the interface here lets job/ stay free of libtorch.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string_view>
 
 namespace zeus::job {
 
@@ -37,5 +39,10 @@ class SingleProcess final : public Collectives {
   void all_reduce_sum(std::span<double> /*values*/) override {}
   void broadcast(std::span<double> /*values*/, int /*root*/) override {}
 };
+
+// Runs `step` on every rank; if it failed anywhere, every rank throws (the failing rank its own
+// error, the others a ConfigError naming that rank), so no rank is left waiting in a collective.
+// Collective.
+void agree(Collectives& collectives, std::string_view what, const std::function<void()>& step);
 
 }  // namespace zeus::job

@@ -1,7 +1,6 @@
 #include "zeus/job/energy_job.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,12 +11,9 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/units.h"
-#include "zeus/device/discovery.h"
-#include "zeus/device/power_limit_guard.h"
-#include "zeus/device/power_limit_journal.h"
-#include "zeus/device/sim/sim_gpu_set.h"
-#include "zeus/monitor/energy_monitor.h"
-#include "zeus/monitor/power_monitor.h"
+#include "zeus/job/node_gpus.h"
+#include "zeus/job/profile_exchange.h"
+#include "zeus/job/progress_bar.h"
 #include "zeus/optimize/early_stop.h"
 #include "zeus/optimize/power_limit_profiler.h"
 
@@ -34,60 +30,38 @@ int64_t unix_ns_now() {
       .count();
 }
 
-// One line on stderr, redrawn in place at most every 200 ms (global master, TTY only).
-class ProgressBar {
- public:
-  void step(int epoch, int max_epochs, std::string_view split, int64_t done, int64_t total,
-            int64_t samples_per_step, const std::function<double()>& power_w,
-            const std::function<std::string()>& phase) {
-    const auto now = Clock::now();
-    if (done != total && now - last_draw_ < std::chrono::milliseconds(200)) {
-      return;
-    }
-    if (done == 1 || rate_t0_ == Clock::time_point{}) {
-      rate_t0_ = now;
-      rate_done0_ = done;
-    }
-    last_draw_ = now;
-    const double dt = std::chrono::duration<double>(now - rate_t0_).count();
-    const double rate =
-        dt > 0 ? static_cast<double>((done - rate_done0_) * samples_per_step) / dt : 0;
-    const int width = 24;
-    const int filled = total > 0 ? static_cast<int>(width * done / total) : 0;
-    std::string bar(static_cast<size_t>(filled), '#');
-    bar.resize(width, '.');
-    std::fprintf(stderr, "\r\033[Kepoch %d/%d %s [%s] %lld/%lld  %.0f samples/s  %.0f W  %s",
-                 epoch + 1, max_epochs, std::string(split).c_str(), bar.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total), rate, power_w(),
-                 phase().c_str());
-    if (done == total) {
-      std::fputc('\n', stderr);
-      rate_t0_ = {};
-    }
-  }
-
- private:
-  Clock::time_point last_draw_{};
-  Clock::time_point rate_t0_{};
-  int64_t rate_done0_ = 0;
-};
-
 }  // namespace
 
 class EnergyJob::Impl final : public optimize::ProfilerHost {
  public:
-  Impl(ResolvedJobOptions options, Collectives& collectives)
-      : o_(std::move(options)), coll_(collectives), ranks_(collectives.ranks()) {
-    agree("opening the GPUs", [&] { open_devices(); });
-    // The master's view of the limit range decides the candidates on every rank.
-    std::vector<double> range{0, 0};
+  Impl(ResolvedJobOptions options, Collectives& collectives, RankDevice device)
+      : o_(std::move(options)),
+        coll_(collectives),
+        ranks_(collectives.ranks()),
+        device_(std::move(device)) {
+    gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
+    // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
+    // decides for every rank.
+    std::vector<double> range{0, 0, 0};
     if (ranks_.is_master()) {
-      range = {static_cast<double>(range_.min_mw), static_cast<double>(range_.max_mw)};
+      const auto r = gpus_->range();
+      range = {static_cast<double>(r.min_mw), static_cast<double>(r.max_mw),
+               o_.measure_only ? static_cast<double>(gpus_->current_limit_mw()) : 0.0};
     }
     coll_.broadcast(range, 0);
     range_ = {static_cast<int64_t>(range[0]), static_cast<int64_t>(range[1])};
-    current_limit_mw_ = range_.max_mw;
+    current_limit_mw_ = o_.measure_only ? static_cast<int64_t>(range[2]) : range_.max_mw;
     cost_.emplace(o_.eta, static_cast<double>(range_.max_mw) / 1000.0 * ranks_.world_size);
+    progress_on_ = o_.progress_bar && ranks_.is_master();
+    if (o_.measure_only) {
+      if (ranks_.is_master()) {
+        logger().info(
+            "measure-only: the GPUs stay at their limit ({} W); each epoch's energy and time are "
+            "measured, nothing is profiled and no limit is set",
+            current_limit_mw_ / 1000);
+      }
+      return;
+    }
     optimize::ProfilerOptions popts;
     popts.warmup_iters = o_.warmup_iters;
     popts.profile_iters = o_.profile_iters;
@@ -95,7 +69,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     popts.selector = o_.selector;
     popts.use_optimal_limit = !o_.observer_mode;
     profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, *cost_, popts, *this);
-    load_saved_profile();
+    if (auto saved = load_and_share_profile(o_, coll_)) {
+      profiler_->load(*saved);
+      profile_loaded_ = true;
+    }
     if (ranks_.is_master()) {
       if (profile_loaded_) {
         logger().info(
@@ -110,36 +87,28 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
             o_.warmup_iters, o_.profile_iters, o_.global_batch_size, ranks_.world_size);
       }
     }
-    progress_on_ = o_.progress_bar && ranks_.is_master();
   }
 
   // --- ProfilerHost (called on every rank at the same step) ---
   void set_power_limit_mw(int64_t limit_mw) override {
     current_limit_mw_ = limit_mw;
-    if (guard_) {
-      for (int gpu : owned_) {
-        guard_->set_power_limit_mw(gpu, limit_mw);
-      }
-    }
+    gpus_->set_power_limit_mw(limit_mw);
   }
 
   void begin_window() override {
     sync_point([&] {
       window_t0_ = now();
       window_begin_unix_ns_ = unix_ns_now();
-      if (energy_) {
-        energy_->begin_window("profile");
-      }
+      gpus_->begin_window("profile");
     });
   }
 
   optimize::WindowMeasurement end_window() override {
+    synchronize_device();
     barrier();
     std::vector<double> v(static_cast<size_t>(ranks_.world_size) + 1, 0.0);
     v[static_cast<size_t>(ranks_.rank)] = to_seconds(now() - window_t0_);
-    if (energy_) {
-      v.back() = energy_->end_window("profile").total_energy_j();
-    }
+    v.back() = gpus_->end_window("profile");
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
     const double elapsed = *std::max_element(v.begin(), v.end() - 1);
     if (!profiler_->done()) {  // a train profiling window, not the eval one at the optimum
@@ -171,7 +140,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
         d[0] = kTarget;
       } else if (epoch_ + 1 >= o_.max_epochs) {
         d[0] = kMax;
-      } else if (epoch_ >= 0 && profiler_->done()) {
+      } else if (epoch_ >= 0 && profiling_done()) {
         forecast = optimize::forecast_next_epoch(*cost_, forecast_inputs());
         if (forecast.predicted_cost >= o_.cost_threshold) {
           d[0] = kCost;
@@ -212,20 +181,26 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
           "epoch : train_loader.epochs())`");
     }
     open_loop(train_, Phase::kTrain, iterations);
-    profiler_->on_epoch_begin(iterations);
+    if (profiler_) {
+      profiler_->on_epoch_begin(iterations);
+    }
   }
 
-  void train_step_begin() { profiler_->on_step_begin(); }
+  void train_step_begin() {
+    if (profiler_) {
+      profiler_->on_step_begin();
+    }
+  }
 
   void train_step_end() {
-    if (sim_) {
-      sim_->run_iterations(ranks_.local_rank, 1);
-    }
+    gpus_->sim_run_iteration();
     ++train_.done;
-    if (profiler_->done()) {
+    if (profiling_done()) {
       ++iters_after_profiling_;
     }
-    profiler_->on_step_end();
+    if (profiler_) {
+      profiler_->on_step_end();
+    }
     if (progress_on_) {
       draw_progress("train", train_);
     }
@@ -235,7 +210,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (phase_ != Phase::kTrain) {
       return;
     }
-    profiler_->on_epoch_end();
+    if (profiler_) {
+      profiler_->on_epoch_end();
+    }
     close_loop(train_);
   }
 
@@ -245,16 +222,16 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       return;  // evaluating before training: not part of the job
     }
     open_loop(eval_, Phase::kEval, iterations);
-    profiler_->on_eval_begin();
+    if (profiler_) {
+      profiler_->on_eval_begin();
+    }
   }
 
   void eval_step_end() {
     if (phase_ != Phase::kEval) {
       return;
     }
-    if (sim_) {
-      sim_->run_iterations(ranks_.local_rank, 1);
-    }
+    gpus_->sim_run_iteration();
     ++eval_.done;
     if (progress_on_) {
       draw_progress("eval ", eval_);
@@ -265,7 +242,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (phase_ != Phase::kEval) {
       return;
     }
-    profiler_->on_eval_end(eval_.done);
+    if (profiler_) {
+      profiler_->on_eval_end(eval_.done);
+    }
     close_loop(eval_);
     save_profile(/*need_eval=*/true);
   }
@@ -274,8 +253,11 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
 
   const ResolvedJobOptions& options() const { return o_; }
   RankInfo ranks() const { return ranks_; }
-  bool profiling_done() const { return profiler_->done(); }
-  std::optional<int64_t> optimal_power_limit_mw() const { return profiler_->optimal_limit_mw(); }
+  // Measuring only there is nothing to profile.
+  bool profiling_done() const { return !profiler_ || profiler_->done(); }
+  std::optional<int64_t> optimal_power_limit_mw() const {
+    return profiler_ ? profiler_->optimal_limit_mw() : std::nullopt;
+  }
   int64_t current_power_limit_mw() const { return current_limit_mw_; }
   const std::optional<TrainResult>& result() const { return result_; }
 
@@ -296,15 +278,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   };
 
   void open_loop(LoopTally& loop, Phase phase, int64_t iterations) {
-    if (!epoch_log_) {
-      start_epoch_log();
+    if (!gpus_->epoch_log_running()) {
+      gpus_->start_epoch_log(epoch_);
     }
     sync_point([&] {
-      set_sim_busy(true);
+      gpus_->sim_set_busy(true);
       loop.t0 = now();
-      if (energy_) {
-        energy_->begin_window(loop.window);
-      }
+      gpus_->begin_window(loop.window);
     });
     phase_ = phase;
     loop.total = iterations;
@@ -314,10 +294,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   void close_loop(LoopTally& loop) {
     sync_point([&] {
       loop.elapsed_s += to_seconds(now() - loop.t0);
-      set_sim_busy(false);
-      if (energy_) {
-        loop.energy_j += energy_->end_window(loop.window).total_energy_j();
-      }
+      gpus_->sim_set_busy(false);
+      loop.energy_j += gpus_->end_window(loop.window);
     });
     loop.iterations += loop.done;
     phase_ = Phase::kBetween;
@@ -325,18 +303,12 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
 
   // The rank's clock: its simulated GPU's virtual time, or the machine's monotonic clock.
   std::chrono::nanoseconds now() {
-    if (sim_ && o_.sim_clock == device::sim::SimClock::kVirtual) {
-      return sim_->now(ranks_.local_rank);
-    }
-    return Clock::now().time_since_epoch();
+    return gpus_->sim_now().value_or(Clock::now().time_since_epoch());
   }
 
-  // A simulated GPU draws the trace's power at its limit while its rank is inside a train or
-  // eval loop, so the per-epoch power logs show what a real GPU's would (virtual time advances
-  // only per step; the sampler runs on the machine's clock).
-  void set_sim_busy(bool busy) {
-    if (sim_) {
-      sim_->set_busy(ranks_.local_rank, busy);
+  void synchronize_device() {
+    if (device_.synchronize) {
+      device_.synchronize();
     }
   }
 
@@ -345,146 +317,20 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     coll_.all_reduce_sum(one);
   }
 
-  // Every rank finished its preceding work before `read` runs, and none starts new work before
-  // every rank's `read` ran (so a window's energy holds exactly its steps).
+  // Every rank finished its preceding work (its device's queued kernels included) before `read`
+  // runs, and none starts new work before every rank's `read` ran (so a window's energy holds
+  // exactly its steps).
   void sync_point(const std::function<void()>& read) {
+    synchronize_device();
     barrier();
     read();
     barrier();
   }
 
-  // Runs `step` on every rank; if it failed anywhere, every rank throws (the failing rank its own
-  // error), so no rank is left waiting in a collective.
-  void agree(std::string_view what, const std::function<void()>& step) {
-    std::exception_ptr error;
-    try {
-      step();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::vector<double> failed(static_cast<size_t>(ranks_.world_size), 0.0);
-    failed[static_cast<size_t>(ranks_.rank)] = error ? 1.0 : 0.0;
-    coll_.all_reduce_sum(failed);
-    if (error) {
-      std::rethrow_exception(error);
-    }
-    for (int r = 0; r < ranks_.world_size; ++r) {
-      if (failed[static_cast<size_t>(r)] != 0) {
-        throw ConfigError(fmt::format(
-            "{} failed on rank {} (its error is in its output); stopping before training", what,
-            r));
-      }
-    }
-  }
-
-  void open_devices() {
-    const bool is_sim = o_.device.rfind("sim:", 0) == 0;
-    if (is_sim) {
-      device::sim::SimGpuSetOptions so = device::sim::parse_sim_spec(o_.device);
-      so.clock = o_.sim_clock;
-      so.gpu_count = std::max(so.gpu_count, ranks_.local_world_size);
-      so.gpu_count_from_state = false;
-      if (so.state_path.empty()) {
-        // One state per node and spec, so that ranks share their GPUs' limits and energy.
-        so.state_path =
-            o_.log_dir / fmt::format(".sim-node{}-{}x{}-{}.state", ranks_.node_rank, so.gpu_count,
-                                     so.gpu_model, std::hash<std::string>{}(o_.device) % 1000000);
-      }
-      std::filesystem::create_directories(so.state_path.parent_path());
-      auto sim = std::make_unique<device::sim::SimGpuSet>(std::move(so));
-      sim_ = sim.get();
-      gpus_ = std::move(sim);
-    } else if (ranks_.is_local_master()) {
-      gpus_ = device::open_gpu_set(o_.device, {});
-    }
-    if (!ranks_.is_local_master()) {
-      return;  // only the node's local master controls and measures its GPUs
-    }
-    const int owned = std::min(gpus_->count(), ranks_.local_world_size);
-    if (owned < ranks_.local_world_size) {
-      logger().warn(
-          "this node runs {} ranks but its local master sees {} GPU(s) (CUDA_VISIBLE_DEVICES?); "
-          "only those are measured and limited",
-          ranks_.local_world_size, gpus_->count());
-    }
-    for (int g = 0; g < owned; ++g) {
-      owned_.push_back(g);
-    }
-    range_ = gpus_->power_limit_constraints_mw(0);
-    for (int g : owned_) {
-      const auto r = gpus_->power_limit_constraints_mw(g);
-      if (r.min_mw != range_.min_mw || r.max_mw != range_.max_mw) {
-        throw ConfigError(fmt::format(
-            "GPU {} ({}) has power-limit range {}-{} W but GPU 0 has {}-{} W; zeus::DataLoader "
-            "needs identical GPUs on a node",
-            g, gpus_->name(g), r.min_mw / 1000, r.max_mw / 1000, range_.min_mw / 1000,
-            range_.max_mw / 1000));
-      }
-    }
-    std::filesystem::create_directories(o_.log_dir);
-    guard_ = std::make_unique<device::PowerLimitGuard>(
-        *gpus_, device::PowerLimitGuardOptions{
-                    .journal_path = o_.log_dir / device::journal_file_name(ranks_.node_rank)});
-    monitor::EnergyMonitorOptions energy_options{.gpus = owned_};
-    if (sim_ != nullptr) {
-      energy_options.counter_resolution = std::chrono::nanoseconds(0);  // exact, not 100 ms steps
-    }
-    energy_ = std::make_unique<monitor::EnergyMonitor>(*gpus_, energy_options);
-  }
-
-  // The master loads bs{B}.power.json and shares it; a corrupt file stops every rank.
-  void load_saved_profile() {
-    std::optional<optimize::PowerProfile> profile;
-    agree("loading the saved power profile", [&] {
-      if (ranks_.is_master()) {
-        profile = optimize::load_power_profile(
-            optimize::power_profile_path(o_.log_dir, o_.global_batch_size));
-        if (profile && profile->global_batch_size != o_.global_batch_size) {
-          throw ConfigError(
-              fmt::format("{} is for global batch size {}, not {}; delete it to profile again",
-                          optimize::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
-                          profile->global_batch_size, o_.global_batch_size));
-        }
-      }
-    });
-    // Flattened: count, (limit, throughput, power) per limit, eval throughput and power (NaN
-    // when absent).
-    std::vector<double> head{profile ? static_cast<double>(profile->train.size()) : -1.0};
-    coll_.broadcast(head, 0);
-    if (head[0] < 0) {
-      return;
-    }
-    const auto n = static_cast<size_t>(head[0]);
-    std::vector<double> flat(3 * n + 2, std::nan(""));
-    if (profile) {
-      size_t i = 0;
-      for (const auto& [mw, m] : profile->train) {
-        flat[i++] = static_cast<double>(mw);
-        flat[i++] = m.throughput_ips;
-        flat[i++] = m.power_w;
-      }
-      flat[i++] = profile->eval_throughput_ips.value_or(std::nan(""));
-      flat[i] = profile->eval_power_w.value_or(std::nan(""));
-    }
-    coll_.broadcast(flat, 0);
-    optimize::PowerProfile p;
-    p.global_batch_size = o_.global_batch_size;
-    for (size_t i = 0; i < n; ++i) {
-      const auto mw = static_cast<int64_t>(flat[3 * i]);
-      p.train[mw] = {mw, flat[3 * i + 1], flat[3 * i + 2]};
-    }
-    if (!std::isnan(flat[3 * n])) {
-      p.eval_throughput_ips = flat[3 * n];
-      p.eval_power_w = flat[3 * n + 1];
-    }
-    profiler_->load(p);
-    profile_loaded_ = true;
-  }
-
   // Once profiling is done: when `need_eval`, only after the eval epoch at the optimum was
   // measured too; otherwise (the job ends) with what it has. The master writes the file.
   void save_profile(bool need_eval) {
-    if (profile_loaded_ || profile_saved_ || !profiler_->done()) {
+    if (!profiler_ || profile_loaded_ || profile_saved_ || !profiler_->done()) {
       return;
     }
     optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
@@ -500,22 +346,6 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
   }
 
-  void start_epoch_log() {
-    if (!ranks_.is_local_master() || !gpus_) {
-      return;
-    }
-    std::vector<std::filesystem::path> paths;
-    for (int g : owned_) {
-      paths.push_back(o_.log_dir / fmt::format("bs{}+e{}+gpu{}.power.log", o_.global_batch_size,
-                                               epoch_,
-                                               ranks_.node_rank * ranks_.local_world_size + g));
-    }
-    epoch_log_ = std::make_unique<monitor::PowerMonitor>(
-        gpus_.get(), monitor::PowerMonitorOptions{
-                         .gpus = owned_, .period = o_.monitor_period, .csv_paths = paths});
-    epoch_log_->start();
-  }
-
   void close_open_phases() {
     end_train_epoch();
     end_eval_epoch();
@@ -524,14 +354,22 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   void aggregate_epoch() {
     const auto w = static_cast<size_t>(ranks_.world_size);
     const auto r = static_cast<size_t>(ranks_.rank);
-    std::vector<double> v(2 * w + 2, 0.0);
+    // Slots: each rank's train and eval time; the nodes' train and eval energy; measuring only,
+    // the limit the master's GPUs ran at (someone else may change it between epochs).
+    std::vector<double> v(2 * w + 3, 0.0);
     v[r] = train_.elapsed_s;
     v[w + r] = eval_.elapsed_s;
     if (ranks_.is_local_master()) {
       v[2 * w] = train_.energy_j;
       v[2 * w + 1] = eval_.energy_j;
     }
+    if (o_.measure_only && ranks_.is_master()) {
+      v[2 * w + 2] = static_cast<double>(gpus_->current_limit_mw());
+    }
     coll_.all_reduce_sum(v);
+    if (o_.measure_only) {
+      current_limit_mw_ = static_cast<int64_t>(v[2 * w + 2]);
+    }
     EpochRecord rec;
     rec.epoch = epoch_;
     rec.train_iterations = train_.iterations;
@@ -547,7 +385,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     records_.push_back(rec);
     train_ = {"train"};
     eval_ = {"eval"};
-    epoch_log_.reset();
+    gpus_->stop_epoch_log();
     if (ranks_.is_master()) {
       logger().info(
           "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J, limit {} W{}; job so far "
@@ -565,13 +403,24 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     return o_.higher_is_better ? *metric_ >= o_.target_metric : *metric_ <= o_.target_metric;
   }
 
-  // The last epoch's lengths and the profile's numbers at the limit the job runs at.
+  // The last epoch's lengths and the profile's numbers at the limit the job runs at; measuring
+  // only (no profile), the last epoch's own rates.
   optimize::EpochForecastInputs forecast_inputs() const {
     optimize::EpochForecastInputs in;
+    const EpochRecord& last = records_.back();
     in.energy_so_far_j = total_energy_j_;
     in.time_so_far_s = total_time_s_;
-    in.train_iters_per_epoch = records_.back().train_iterations;
-    in.eval_iters_per_epoch = records_.back().eval_iterations;
+    in.train_iters_per_epoch = last.train_iterations;
+    in.eval_iters_per_epoch = last.eval_iterations;
+    if (!profiler_) {
+      const auto rate = [](int64_t iters, double s) { return s > 0 ? iters / s : 0.0; };
+      const auto power = [](double j, double s) { return s > 0 ? j / s : 0.0; };
+      in.train_throughput_ips = rate(last.train_iterations, last.train_time_s);
+      in.train_power_w = power(last.train_energy_j, last.train_time_s);
+      in.eval_throughput_ips = rate(last.eval_iterations, last.eval_time_s);
+      in.eval_power_w = power(last.eval_energy_j, last.eval_time_s);
+      return in;
+    }
     const optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
     const auto it = p.train.find(current_limit_mw_);
     const optimize::LimitMeasurement m =
@@ -594,18 +443,19 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     r.global_batch_size = o_.global_batch_size;
     r.world_size = ranks_.world_size;
     r.nodes = ranks_.world_size / std::max(1, ranks_.local_world_size);
-    r.device = gpus_ ? gpus_->locator() : o_.device;
+    r.device = ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
     r.eta = o_.eta;
     r.max_power_w = cost_->max_power_w();
     r.cost_threshold = o_.cost_threshold;
     r.target_metric = o_.target_metric;
     r.stop_reason = reason;
     r.observer_mode = o_.observer_mode;
-    r.profiled = !profile_loaded_;
+    r.measure_only = o_.measure_only;
+    r.profiled = profiler_ && !profile_loaded_;
     r.max_power_limit_mw = range_.max_mw;
     r.epochs = records_;
     r.windows = windows_;
-    if (profiler_->done()) {
+    if (profiler_ && profiler_->done()) {
       r.optimal_power_limit_mw = profiler_->optimal_limit_mw();
       const auto p = profiler_->profile(o_.global_batch_size);
       const auto at_max = p.train.find(range_.max_mw);
@@ -620,7 +470,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       }
     }
     result_ = r;
-    epoch_log_.reset();
+    gpus_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
     if (ranks_.is_master()) {
       const auto path = train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
@@ -629,29 +479,21 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       std::fprintf(stderr, "zeus: %s\n", summary_line(r).c_str());
       std::fflush(stderr);
     }
-    if (guard_) {
-      guard_->restore();
-    }
+    gpus_->restore();
   }
 
   void draw_progress(std::string_view split, const LoopTally& loop) {
     progress_.step(
         epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
-        [&] {
-          double w = 0;
-          if (gpus_) {
-            for (int g : owned_) {
-              w += static_cast<double>(gpus_->power_mw(g)) / 1000.0;
-            }
-          }
-          return w;
-        },
-        [&] { return phase_text(); });
+        [&] { return gpus_->power_w(); }, [&] { return phase_text(); });
   }
 
   std::string phase_text() const {
-    const auto& state = profiler_->state();
     const int64_t w = current_limit_mw_ / 1000;
+    if (!profiler_) {
+      return fmt::format("measure-only, at {} W", w);
+    }
+    const auto& state = profiler_->state();
     if (std::holds_alternative<ps::Warmup>(state)) {
       return fmt::format("warmup {} W", w);
     }
@@ -667,15 +509,11 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   ResolvedJobOptions o_;
   Collectives& coll_;
   RankInfo ranks_;
-  std::unique_ptr<device::GpuSet> gpus_;
-  device::sim::SimGpuSet* sim_ = nullptr;
-  std::vector<int> owned_;
-  std::unique_ptr<device::PowerLimitGuard> guard_;
-  std::unique_ptr<monitor::EnergyMonitor> energy_;
-  std::unique_ptr<monitor::PowerMonitor> epoch_log_;  // this epoch's (local master)
-  device::PowerLimitRange range_;
+  RankDevice device_;
+  std::unique_ptr<NodeGpus> gpus_;
+  device::PowerLimitRange range_;  // the global master's GPUs'
   std::optional<optimize::CostModel> cost_;
-  std::unique_ptr<optimize::PowerLimitProfiler> profiler_;
+  std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   bool profile_loaded_ = false;
   bool profile_saved_ = false;
   int64_t current_limit_mw_ = 0;
@@ -697,8 +535,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   ProgressBar progress_;
 };
 
-EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives)
-    : impl_(std::make_unique<Impl>(std::move(options), collectives)) {}
+EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device)
+    : impl_(std::make_unique<Impl>(std::move(options), collectives, std::move(device))) {}
 EnergyJob::~EnergyJob() = default;
 std::optional<int> EnergyJob::next_epoch() {
   return impl_->next_epoch();

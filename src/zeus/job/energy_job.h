@@ -1,7 +1,8 @@
 // EnergyJob: the run time of one energy-optimized training job, behind zeus::DataLoader's train
-// and eval loaders. It owns the node's GPUs on the local master (limits through a
-// PowerLimitGuard with a journal, per-epoch power logs, energy windows), runs the
-// PowerLimitProfiler on every rank with the same schedule, aggregates energy (sum over nodes)
+// and eval loaders. Its NodeGpus own the node's GPUs on the local master (limits through a
+// PowerLimitGuard with a journal, per-epoch power logs, energy windows), it runs the
+// PowerLimitProfiler on every rank with the same schedule (measure-only mode: no profiling and
+// no limit, each epoch measured at the GPUs' own limit), aggregates energy (sum over nodes)
 // and time (max over ranks) so that every rank sees the same numbers, lets the global master
 // decide (target, max epochs, cost threshold) and broadcast it, and has the global master write
 // the files. No libtorch: the loader feeds it events.
@@ -15,6 +16,7 @@
 
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
+#include "zeus/job/node_gpus.h"
 #include "zeus/job/train_result.h"
 
 namespace zeus::job {
@@ -31,7 +33,8 @@ namespace zeus::job {
 // path: outside profiling windows they touch no device and no collective.
 class EnergyJob {
  public:
-  EnergyJob(ResolvedJobOptions options, Collectives& collectives);
+  // `device` is what this rank trains on (its GPU, and how to wait for it before measuring).
+  EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device = {});
   ~EnergyJob();
   EnergyJob(const EnergyJob&) = delete;
   EnergyJob& operator=(const EnergyJob&) = delete;

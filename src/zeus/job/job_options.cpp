@@ -126,6 +126,8 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.observer_mode = *pick(o.observer_mode, kEnvUseOptimalPl, [](const std::string& t) {
     return !parse_bool(t, kEnvUseOptimalPl.name);
   });
+  r.measure_only = *pick(o.measure_only, kEnvMeasureOnly,
+                         [](const std::string& t) { return parse_bool(t, kEnvMeasureOnly.name); });
   r.device = o.device.value_or(get_env_or_default(kEnvDevice));
   r.sim_clock = *pick(o.sim_clock, kEnvSimClock, [](const std::string& t) {
     if (t == "virtual")

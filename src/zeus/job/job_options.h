@@ -25,7 +25,9 @@ struct JobOptions {
   std::optional<std::filesystem::path> log_dir;  // ZEUS_LOG_DIR, zeus_log
   std::optional<std::string> job_id;             // ZEUS_JOB_ID, zeus
   std::optional<bool> observer_mode;  // !ZEUS_USE_OPTIMAL_PL, false: profile but stay at max
-  std::optional<std::string> device;  // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
+  // ZEUS_MEASURE_ONLY, false: never set a limit; measure each epoch at the GPUs' own limits.
+  std::optional<bool> measure_only;
+  std::optional<std::string> device;               // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
   std::optional<device::sim::SimClock> sim_clock;  // ZEUS_SIM_CLOCK, virtual
   std::string selector = "cost";                   // cost | energy | time | slowdown:<f>
   int64_t power_limit_step_mw = 25'000;
@@ -43,6 +45,7 @@ struct ResolvedJobOptions {
   std::filesystem::path log_dir;
   std::string job_id;
   bool observer_mode = false;
+  bool measure_only = false;
   std::string device;
   device::sim::SimClock sim_clock = device::sim::SimClock::kVirtual;
   optimize::SelectorOptions selector;

@@ -52,6 +52,7 @@ std::string to_json(const TrainResult& r) {
   j["target_metric"] = r.target_metric;
   j["stop_reason"] = to_string(r.stop_reason);
   j["observer_mode"] = r.observer_mode;
+  j["measure_only"] = r.measure_only;
   j["profiled"] = r.profiled;
   j["optimal_pl"] = r.optimal_power_limit_mw ? json(*r.optimal_power_limit_mw / 1000) : json();
   j["max_pl"] = r.max_power_limit_mw / 1000;
@@ -119,6 +120,7 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
                     : reason == "cost_threshold" ? StopReason::kCostThreshold
                                                  : StopReason::kMaxEpochs;
     r.observer_mode = j.value("observer_mode", false);
+    r.measure_only = j.value("measure_only", false);
     r.profiled = j.value("profiled", false);
     if (j.contains("optimal_pl") && !j["optimal_pl"].is_null()) {
       r.optimal_power_limit_mw = json_int(j["optimal_pl"], "optimal_pl") * 1000;
@@ -173,6 +175,11 @@ std::string summary_line(const TrainResult& r) {
       "{} epoch(s), target {} ({}); energy {:.1f} J ({:.3f} Wh), time {:.1f} s, cost {:.1f}",
       r.num_epochs, r.reached ? "reached" : "not reached", to_string(r.stop_reason), r.energy_j,
       r.energy_j / 3600.0, r.time_s, r.cost);
+  if (r.measure_only) {
+    line += fmt::format("; measure-only: no limit set, the GPUs ran at {} W (max {} W)",
+                        r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw / 1000,
+                        r.max_power_limit_mw / 1000);
+  }
   if (r.optimal_power_limit_mw) {
     line += fmt::format(", optimal limit {} W (max {} W)", *r.optimal_power_limit_mw / 1000,
                         r.max_power_limit_mw / 1000);

@@ -56,7 +56,8 @@ struct TrainResult {
   double target_metric = 0;
   StopReason stop_reason = StopReason::kMaxEpochs;
   bool observer_mode = false;
-  bool profiled = false;  // false: the limits came from a saved bs{B}.power.json
+  bool measure_only = false;  // no limit was set: every epoch ran at the GPUs' own limit
+  bool profiled = false;      // false: the limits came from a saved bs{B}.power.json
   std::optional<int64_t> optimal_power_limit_mw;
   int64_t max_power_limit_mw = 0;
   // Estimated from the profile for the iterations run after profiling: what running them at the

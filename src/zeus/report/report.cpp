@@ -232,6 +232,12 @@ std::string summary_html(const job::TrainResult& r) {
   row("time", fmt::format("{:.1f} s", r.time_s));
   row("cost", fmt::format("{:.1f} (eta {}, MAXPOWER {:.0f} W)", r.cost, r.eta, r.max_power_w));
   row("ranks", fmt::format("{} on {} node(s), device {}", r.world_size, r.nodes, r.device));
+  if (r.measure_only) {
+    row("mode", fmt::format("measure-only: no power limit was set; the GPUs ran at their own "
+                            "limit ({} W of max {} W), nothing was profiled",
+                            r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw / 1000,
+                            r.max_power_limit_mw / 1000));
+  }
   if (r.optimal_power_limit_mw) {
     row("power limit", fmt::format("optimal {} W of max {} W{}{}", *r.optimal_power_limit_mw / 1000,
                                    r.max_power_limit_mw / 1000,

@@ -66,5 +66,8 @@ using nvmlDeviceGetUIntPair_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, u
 using nvmlDeviceSetUInt_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int);
 using nvmlDeviceGetULongLong_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using nvmlDeviceGetFieldValues_fn = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
+using nvmlDeviceGetHandleByUUID_fn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn = nvmlReturn_t (*)(nvmlDevice_t,
+                                                                         nvmlDevice_t*);
 
 }  // extern "C"

@@ -2,107 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <set>
-#include <variant>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
 namespace zeus::device::nvml {
-namespace {
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
-
-// The NVML index an entry of CUDA_VISIBLE_DEVICES names, or a reason it names none.
-std::variant<int, std::string> resolve_entry(const std::string& entry,
-                                             const std::vector<std::string>& uuids) {
-  if (entry.empty()) {
-    return std::string("empty entry");
-  }
-  if (entry.rfind("MIG-", 0) == 0) {
-    return std::string("MIG instances have no power limit of their own");
-  }
-  if (std::all_of(entry.begin(), entry.end(), [](char c) { return std::isdigit(c) != 0; })) {
-    const long index = std::strtol(entry.c_str(), nullptr, 10);
-    if (index >= static_cast<long>(uuids.size())) {
-      return fmt::format("index {} >= GPU count {}", index, uuids.size());
-    }
-    return static_cast<int>(index);
-  }
-  // A UUID or a unique prefix of one, with or without the "GPU-" prefix.
-  const std::string wanted = entry.rfind("GPU-", 0) == 0 ? entry : "GPU-" + entry;
-  int found = -1;
-  for (size_t i = 0; i < uuids.size(); ++i) {
-    if (uuids[i].rfind(wanted, 0) == 0) {
-      if (found >= 0) {
-        return std::string("ambiguous UUID prefix");
-      }
-      found = static_cast<int>(i);
-    }
-  }
-  if (found < 0) {
-    return std::string("no GPU has this UUID");
-  }
-  return found;
-}
-
-}  // namespace
-
-std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
-                                     const std::vector<std::string>& nvml_uuids,
-                                     std::vector<std::string>* ignored) {
-  std::vector<int> out;
-  if (!visible) {
-    for (size_t i = 0; i < nvml_uuids.size(); ++i) {
-      out.push_back(static_cast<int>(i));
-    }
-    return out;
-  }
-  if (trim(*visible).empty()) {
-    return out;  // CUDA_VISIBLE_DEVICES="" hides every GPU
-  }
-  std::vector<std::string> entries;
-  std::string_view rest = *visible;
-  while (true) {
-    const size_t comma = rest.find(',');
-    entries.push_back(trim(rest.substr(0, comma)));
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    rest.remove_prefix(comma + 1);
-  }
-  std::set<int> seen;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto resolved = resolve_entry(entries[i], nvml_uuids);
-    const int* index = std::get_if<int>(&resolved);
-    if (index != nullptr && seen.insert(*index).second) {
-      out.push_back(*index);
-      continue;
-    }
-    if (ignored != nullptr) {
-      ignored->push_back(
-          fmt::format("'{}' ({})", entries[i],
-                      index != nullptr ? "duplicate" : std::get<std::string>(resolved)));
-      for (size_t j = i + 1; j < entries.size(); ++j) {
-        ignored->push_back(fmt::format("'{}' (after an invalid entry)", entries[j]));
-      }
-    }
-    break;
-  }
-  return out;
-}
-
 NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     : lib_(std::make_unique<NvmlLibrary>(options.library)) {
   const NvmlApi& api = lib_->api();
@@ -111,6 +17,7 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
 
   std::vector<Gpu> all(count);
   std::vector<std::string> uuids(count);
+  const MigParentLookup mig = [this](std::string_view m) { return mig_parent_uuid(m); };
   for (unsigned int i = 0; i < count; ++i) {
     Gpu& g = all[i];
     g.nvml_index = static_cast<int>(i);
@@ -126,10 +33,19 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     g.uuid = uuid.data();
     g.name = name.data();
     uuids[i] = g.uuid;
+    machine_.push_back({g.uuid, g.name});
   }
 
   std::vector<int> visible;
-  if (options.respect_visible_devices) {
+  if (options.nvml_indices) {
+    for (const int index : *options.nvml_indices) {
+      if (index < 0 || index >= static_cast<int>(count)) {
+        throw ConfigError(
+            fmt::format("NVML GPU {} does not exist: this machine has {} GPU(s)", index, count));
+      }
+      visible.push_back(index);
+    }
+  } else if (options.respect_visible_devices) {
     std::optional<std::string> cvd = options.visible_devices;
     if (!cvd) {
       if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
@@ -137,7 +53,7 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
       }
     }
     std::vector<std::string> ignored;
-    visible = map_visible_devices(cvd, uuids, &ignored);
+    visible = map_visible_devices(cvd, uuids, &ignored, mig);
     for (const auto& note : ignored) {
       logger().warn("CUDA_VISIBLE_DEVICES='{}': ignoring {}, as CUDA does", *cvd, note);
     }
@@ -163,6 +79,26 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
 }
 
 NvmlGpuSet::~NvmlGpuSet() = default;
+
+std::optional<std::string> NvmlGpuSet::mig_parent_uuid(std::string_view mig_uuid) const {
+  const NvmlApi& api = lib_->api();
+  if (api.device_get_handle_by_uuid == nullptr ||
+      api.device_get_device_handle_from_mig_device_handle == nullptr) {
+    return std::nullopt;  // an old driver: only the legacy MIG-GPU-... spelling resolves
+  }
+  nvmlDevice_t mig = nullptr;
+  if (api.device_get_handle_by_uuid(std::string(mig_uuid).c_str(), &mig) != NVML_SUCCESS) {
+    return std::nullopt;
+  }
+  nvmlDevice_t parent = nullptr;
+  if (api.device_get_device_handle_from_mig_device_handle(mig, &parent) != NVML_SUCCESS) {
+    return std::nullopt;  // not a MIG handle
+  }
+  std::array<char, kNvmlDeviceUuidBufferSize> uuid{};
+  check_nvml(*lib_, api.device_get_uuid(parent, uuid.data(), uuid.size()), "nvmlDeviceGetUUID",
+             fmt::format("the GPU holding MIG instance {}", mig_uuid));
+  return std::string(uuid.data());
+}
 
 const NvmlGpuSet::Gpu& NvmlGpuSet::gpu_at(int gpu) const {
   check_index(gpu);

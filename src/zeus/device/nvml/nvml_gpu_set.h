@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "zeus/device/gpu_set.h"
+#include "zeus/device/nvml/cuda_mapping.h"
 #include "zeus/device/nvml/nvml_library.h"
 
 namespace zeus::device::nvml {
@@ -18,16 +19,10 @@ struct NvmlGpuSetOptions {
   bool respect_visible_devices = true;
   // Value of CUDA_VISIBLE_DEVICES; std::nullopt reads the environment.
   std::optional<std::string> visible_devices;
+  // Exactly these NVML GPUs, in this order (a node's local master: the GPUs its ranks use,
+  // matched by UUID); overrides the two options above.
+  std::optional<std::vector<int>> nvml_indices;
 };
-
-// Maps CUDA_VISIBLE_DEVICES to NVML indices, following CUDA's rules: entries are indices or
-// (prefixes of) "GPU-..." UUIDs; the list ends at the first entry that matches no GPU, a
-// duplicate, or a MIG UUID (which cannot be power-limited on its own). An unset variable shows
-// every GPU; an empty one shows none. Indices assume CUDA_DEVICE_ORDER=PCI_BUS_ID, the order
-// NVML enumerates in. `ignored` (optional) receives a note for each entry that was dropped.
-std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
-                                     const std::vector<std::string>& nvml_uuids,
-                                     std::vector<std::string>* ignored = nullptr);
 
 class NvmlGpuSet final : public GpuSet {
  public:
@@ -48,6 +43,12 @@ class NvmlGpuSet final : public GpuSet {
   void set_power_limit_mw(int gpu, int64_t limit_mw) override;
 
   const NvmlLibrary& library() const { return *lib_; }
+  // Every GPU of the machine in NVML order, whatever this set shows.
+  const std::vector<NvmlGpuIdentity>& machine_gpus() const { return machine_; }
+  // The UUID of the GPU holding MIG instance `mig_uuid`, or std::nullopt (unknown instance, or a
+  // driver without the MIG calls).
+  std::optional<std::string> mig_parent_uuid(std::string_view mig_uuid) const;
+  int nvml_index(int gpu) const { return gpu_at(gpu).nvml_index; }
 
  private:
   struct Gpu {
@@ -63,6 +64,7 @@ class NvmlGpuSet final : public GpuSet {
 
   std::unique_ptr<NvmlLibrary> lib_;
   std::vector<Gpu> gpus_;
+  std::vector<NvmlGpuIdentity> machine_;
 };
 
 }  // namespace zeus::device::nvml

@@ -80,6 +80,12 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
       {{"nvmlDeviceGetFieldValues"},
        reinterpret_cast<void**>(&api_.device_get_field_values),
        false},
+      {{"nvmlDeviceGetHandleByUUID"},
+       reinterpret_cast<void**>(&api_.device_get_handle_by_uuid),
+       false},
+      {{"nvmlDeviceGetDeviceHandleFromMigDeviceHandle"},
+       reinterpret_cast<void**>(&api_.device_get_device_handle_from_mig_device_handle),
+       false},
   };
   std::vector<std::string> missing_required;
   for (const auto& symbol : symbols) {
@@ -137,9 +143,11 @@ void check_nvml(const NvmlLibrary& lib, nvmlReturn_t rc, std::string_view functi
       fmt::format("{} failed on {}: {} (NVML error {})", function, where, lib.error_string(rc), rc);
   switch (rc) {
     case NVML_ERROR_NO_PERMISSION:
-      throw PermissionError(base +
-                            "; changing GPU power limits needs root or CAP_SYS_ADMIN: run as "
-                            "root, or ask an administrator");
+      throw PermissionError(
+          base +
+          "; changing GPU power limits needs root or CAP_SYS_ADMIN: run as root (or grant the "
+          "capability), ask an administrator, or measure energy without changing limits with "
+          "ZEUS_MEASURE_ONLY=true (--measure-only in the examples)");
     case NVML_ERROR_NOT_SUPPORTED:
     case NVML_ERROR_FUNCTION_NOT_FOUND:
       throw NotSupported(base + "; this GPU or driver does not offer it");

@@ -36,6 +36,9 @@ struct NvmlApi {
   // Optional.
   nvmlDeviceGetULongLong_fn device_get_total_energy = nullptr;
   nvmlDeviceGetFieldValues_fn device_get_field_values = nullptr;
+  nvmlDeviceGetHandleByUUID_fn device_get_handle_by_uuid = nullptr;
+  nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn device_get_device_handle_from_mig_device_handle =
+      nullptr;
 };
 
 // Loads NVML and initializes it. Throws NotSupported (library missing: dlerror() text, the

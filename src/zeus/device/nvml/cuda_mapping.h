@@ -1,0 +1,58 @@
+// Finding the physical GPU behind a CUDA device number in NVML's numbering. CUDA numbers the
+// devices a process sees after CUDA_VISIBLE_DEVICES (indices, "GPU-" UUIDs or prefixes of them,
+// "MIG-" instance UUIDs), fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML numbers every
+// GPU of the machine in PCI bus order. The UUID names the same GPU in both, so a UUID from the
+// CUDA runtime decides; without one (a rank that trains on the CPU, tests without CUDA) the
+// variables are followed as CUDA does.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::device::nvml {
+
+struct NvmlGpuIdentity {
+  std::string uuid;  // "GPU-..."
+  std::string name;
+};
+
+// The UUID of the GPU that holds MIG instance `mig_uuid` ("MIG-..."), or std::nullopt when no
+// GPU has it. Empty: only the legacy "MIG-GPU-<uuid>/<gi>/<ci>" spelling can be resolved.
+using MigParentLookup = std::function<std::optional<std::string>(std::string_view mig_uuid)>;
+
+// Maps CUDA_VISIBLE_DEVICES to NVML indices, following CUDA's rules: entries are indices,
+// (prefixes of) "GPU-..." UUIDs, or MIG instance UUIDs (mapped to the GPU that holds them: a
+// MIG slice has no power limit of its own, its GPU has); the list ends at the first entry that
+// matches no GPU or repeats one. An unset variable shows every GPU; an empty one shows none.
+// Indices are taken in NVML (PCI bus) order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
+// or identical GPUs. `ignored` (optional) receives a note for each entry that was dropped.
+std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
+                                     const std::vector<std::string>& nvml_uuids,
+                                     std::vector<std::string>* ignored = nullptr,
+                                     const MigParentLookup& mig_parent = {});
+
+// One rank's CUDA device, as the rank knows it.
+struct CudaDeviceRef {
+  // From the CUDA runtime ("GPU-..." spelling of cudaDeviceProp::uuid): decides when set.
+  std::optional<std::string> runtime_uuid;
+  int index = 0;  // CUDA's device number in this process
+  std::optional<std::string> visible_devices;  // the rank's CUDA_VISIBLE_DEVICES
+  std::optional<std::string> device_order;     // the rank's CUDA_DEVICE_ORDER
+};
+
+struct CudaMatch {
+  int nvml_index = 0;
+  std::string how;                 // e.g. "by the CUDA runtime's UUID"
+  std::optional<std::string> note;  // a caveat worth a warning (order assumed, MIG slice)
+};
+
+// The NVML GPU behind `ref`, or std::nullopt when CUDA would show the process no device with
+// that number. Throws ConfigError when the runtime's UUID is not among NVML's GPUs.
+std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
+                                           const std::vector<NvmlGpuIdentity>& gpus,
+                                           const MigParentLookup& mig_parent = {});
+
+}  // namespace zeus::device::nvml

@@ -1,0 +1,286 @@
+#include "zeus/job/node_gpus.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/nvml/nvml_gpu_set.h"
+#include "zeus/device/power_limit_guard.h"
+#include "zeus/device/power_limit_journal.h"
+#include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/monitor/energy_monitor.h"
+#include "zeus/monitor/power_monitor.h"
+
+namespace zeus::job {
+namespace {
+
+std::optional<std::string> env_value(const char* name) {
+  if (const char* v = std::getenv(name)) {
+    return std::string(v);
+  }
+  return std::nullopt;
+}
+
+bool is_nvml(const std::string& device) {
+  return device == "auto" || device == "nvml";
+}
+
+}  // namespace
+
+// Note [which GPUs a node owns]:
+//   1. Every rank finds the NVML index of the GPU it trains on: by the CUDA runtime's UUID when
+//      it trains on CUDA, else (a CPU rank) the GPU CUDA would number `local rank` under its
+//      CUDA_VISIBLE_DEVICES; -1 when it has none. Every rank opens NVML for this (its
+//      CUDA_VISIBLE_DEVICES may differ from the local master's: `zeus run --devices`).
+//   2. One all-reduce of (node rank + 1, NVML index + 1) slots per global rank: every rank then
+//      knows which GPUs each node's ranks use.
+//   3. Each local master opens exactly its node's distinct GPUs, in NVML order, and owns them.
+//   Errors in 1 and 3 are agreed on, so every rank throws before training.
+NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
+                   const RankDevice& device)
+    : o_(options), ranks_(collectives.ranks()) {
+  if (o_.device.rfind("sim:", 0) == 0) {
+    agree(collectives, "opening the simulated GPUs", [&] { open_simulated(); });
+    return;
+  }
+  if (!is_nvml(o_.device)) {
+    agree(collectives, "opening the GPUs", [&] {
+      (void)device::open_gpu_set(o_.device, {});  // its ConfigError names what is accepted
+      throw ConfigError(fmt::format(
+          "device '{}': zeus::DataLoader controls GPUs through auto, nvml or sim:<gpu>", o_.device));
+    });
+  }
+  int mine = -1;
+  agree(collectives, "finding this rank's GPU", [&] { mine = resolve_rank_gpu(device); });
+  const auto w = static_cast<size_t>(ranks_.world_size);
+  std::vector<double> slots(2 * w, 0.0);
+  slots[2 * static_cast<size_t>(ranks_.rank)] = ranks_.node_rank + 1;
+  slots[2 * static_cast<size_t>(ranks_.rank) + 1] = mine + 1;
+  collectives.all_reduce_sum(slots);
+  std::vector<int> nvml_of_rank;  // this node's ranks' GPUs, by local position
+  std::vector<int> node_ranks;
+  for (size_t r = 0; r < w; ++r) {
+    if (static_cast<int>(slots[2 * r]) - 1 == ranks_.node_rank) {
+      node_ranks.push_back(static_cast<int>(r));
+      nvml_of_rank.push_back(static_cast<int>(slots[2 * r + 1]) - 1);
+    }
+  }
+  agree(collectives, "opening the node's GPUs", [&] {
+    if (ranks_.is_local_master()) {
+      take_node_gpus(nvml_of_rank, node_ranks);
+    }
+  });
+}
+
+NodeGpus::~NodeGpus() = default;
+
+void NodeGpus::open_simulated() {
+  device::sim::SimGpuSetOptions so = device::sim::parse_sim_spec(o_.device);
+  so.clock = o_.sim_clock;
+  so.gpu_count = std::max(so.gpu_count, ranks_.local_world_size);
+  so.gpu_count_from_state = false;
+  if (so.state_path.empty()) {
+    // One state per node and spec, so that ranks share their GPUs' limits and energy.
+    so.state_path =
+        o_.log_dir / fmt::format(".sim-node{}-{}x{}-{}.state", ranks_.node_rank, so.gpu_count,
+                                 so.gpu_model, std::hash<std::string>{}(o_.device) % 1000000);
+  }
+  std::filesystem::create_directories(so.state_path.parent_path());
+  auto sim = std::make_unique<device::sim::SimGpuSet>(std::move(so));
+  sim_ = sim.get();
+  gpus_ = std::move(sim);
+  if (!ranks_.is_local_master()) {
+    return;  // the rank keeps its simulated GPU for its clock; the local master measures
+  }
+  std::vector<int> all;
+  for (int g = 0; g < ranks_.local_world_size; ++g) {
+    all.push_back(g);
+  }
+  owned_ = all;
+  take_node_gpus({}, {});
+}
+
+int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
+  const device::nvml::NvmlGpuSet machine({.respect_visible_devices = false});
+  device::nvml::CudaDeviceRef ref;
+  ref.runtime_uuid = device.cuda_uuid;
+  // A CPU rank measures the GPU CUDA would give local rank i (the job runs beside it).
+  ref.index = device.cuda_index.value_or(ranks_.local_rank);
+  ref.visible_devices = env_value("CUDA_VISIBLE_DEVICES");
+  ref.device_order = env_value("CUDA_DEVICE_ORDER");
+  const auto match = device::nvml::match_cuda_device(
+      ref, machine.machine_gpus(),
+      [&](std::string_view mig) { return machine.mig_parent_uuid(mig); });
+  if (!match) {
+    logger().warn(
+        "rank {} (local rank {}) has no GPU of its own ({} GPU(s) visible with {}); it is not "
+        "measured",
+        ranks_.rank, ranks_.local_rank, machine.count(),
+        ref.visible_devices ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *ref.visible_devices)
+                            : "CUDA_VISIBLE_DEVICES unset");
+    return -1;
+  }
+  if (match->note) {
+    logger().warn("rank {}: {}", ranks_.rank, *match->note);
+  }
+  const auto& gpu = machine.machine_gpus()[static_cast<size_t>(match->nvml_index)];
+  logger().debug("rank {} trains on NVML GPU {} ({}, {}), found {}", ranks_.rank,
+                 match->nvml_index, gpu.uuid, gpu.name, match->how);
+  return match->nvml_index;
+}
+
+// Local master: opens (NVML) or keeps (sim) the node's GPUs, checks them, and sets up the guard
+// and the energy monitor.
+void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::vector<int>& ranks) {
+  if (!sim_) {
+    std::set<int> distinct;
+    std::vector<int> unmeasured;
+    for (size_t i = 0; i < nvml_of_rank.size(); ++i) {
+      if (nvml_of_rank[i] >= 0) {
+        distinct.insert(nvml_of_rank[i]);
+      } else {
+        unmeasured.push_back(ranks[i]);
+      }
+    }
+    if (distinct.empty()) {
+      throw ConfigError(fmt::format(
+          "node {}: none of its ranks ({}) uses a GPU that NVML sees (CUDA_VISIBLE_DEVICES {}); "
+          "train on GPUs, or pass --device sim:<gpu> (ZEUS_DEVICE) to simulate",
+          ranks_.node_rank, fmt::join(ranks, ","),
+          env_value("CUDA_VISIBLE_DEVICES").value_or("unset")));
+    }
+    if (!unmeasured.empty()) {
+      logger().warn("node {}: rank(s) {} use no GPU NVML sees; only the others' GPUs are measured",
+                    ranks_.node_rank, fmt::join(unmeasured, ","));
+    }
+    const std::vector<int> indices(distinct.begin(), distinct.end());
+    auto nvml = std::make_unique<device::nvml::NvmlGpuSet>(
+        device::nvml::NvmlGpuSetOptions{.nvml_indices = indices});
+    for (int g = 0; g < nvml->count(); ++g) {
+      owned_.push_back(g);
+      logger().info("node {} owns GPU {} ({}, {}, NVML index {}) for its ranks", ranks_.node_rank,
+                    g, nvml->uuid(g), nvml->name(g), nvml->nvml_index(g));
+    }
+    gpus_ = std::move(nvml);
+  }
+  range_ = gpus_->power_limit_constraints_mw(owned_.front());
+  for (int g : owned_) {
+    const auto r = gpus_->power_limit_constraints_mw(g);
+    if (r.min_mw != range_.min_mw || r.max_mw != range_.max_mw) {
+      throw ConfigError(fmt::format(
+          "GPU {} ({}) has power-limit range {}-{} W but GPU {} has {}-{} W; zeus::DataLoader "
+          "needs identical GPUs on a node",
+          g, gpus_->name(g), r.min_mw / 1000, r.max_mw / 1000, owned_.front(),
+          range_.min_mw / 1000, range_.max_mw / 1000));
+    }
+  }
+  std::filesystem::create_directories(o_.log_dir);
+  if (!o_.measure_only) {
+    guard_ = std::make_unique<device::PowerLimitGuard>(
+        *gpus_, device::PowerLimitGuardOptions{
+                    .journal_path = o_.log_dir / device::journal_file_name(ranks_.node_rank)});
+  }
+  monitor::EnergyMonitorOptions energy_options{.gpus = owned_};
+  if (sim_ != nullptr) {
+    energy_options.counter_resolution = std::chrono::nanoseconds(0);  // exact, not 100 ms steps
+  }
+  energy_ = std::make_unique<monitor::EnergyMonitor>(*gpus_, energy_options);
+}
+
+int64_t NodeGpus::current_limit_mw() {
+  int64_t limit = 0;
+  if (owns_gpus()) {
+    for (int g : owned_) {
+      limit = std::max(limit, gpus_->power_limit_mw(g));
+    }
+  }
+  return limit;
+}
+
+std::string NodeGpus::locator() const {
+  return gpus_ ? gpus_->locator() : std::string();
+}
+
+void NodeGpus::set_power_limit_mw(int64_t limit_mw) {
+  ZEUS_ASSERT(!o_.measure_only, "a power limit ({} mW) set in measure-only mode", limit_mw);
+  if (guard_) {
+    for (int gpu : owned_) {
+      guard_->set_power_limit_mw(gpu, limit_mw);
+    }
+  }
+}
+
+void NodeGpus::restore() {
+  if (guard_) {
+    guard_->restore();
+  }
+}
+
+void NodeGpus::begin_window(const char* name) {
+  if (energy_) {
+    energy_->begin_window(name);
+  }
+}
+
+double NodeGpus::end_window(const char* name) {
+  return energy_ ? energy_->end_window(name).total_energy_j() : 0.0;
+}
+
+void NodeGpus::start_epoch_log(int epoch) {
+  if (!owns_gpus()) {
+    return;
+  }
+  std::vector<std::filesystem::path> paths;
+  for (size_t k = 0; k < owned_.size(); ++k) {
+    // gpu{g}: g counts the job's GPUs node by node (Zeus names logs by GPU index).
+    paths.push_back(o_.log_dir /
+                    fmt::format("bs{}+e{}+gpu{}.power.log", o_.global_batch_size, epoch,
+                                ranks_.node_rank * ranks_.local_world_size + static_cast<int>(k)));
+  }
+  epoch_log_ = std::make_unique<monitor::PowerMonitor>(
+      gpus_.get(), monitor::PowerMonitorOptions{
+                       .gpus = owned_, .period = o_.monitor_period, .csv_paths = paths});
+  epoch_log_->start();
+}
+
+void NodeGpus::stop_epoch_log() {
+  epoch_log_.reset();
+}
+
+double NodeGpus::power_w() {
+  double w = 0;
+  if (owns_gpus()) {
+    for (int g : owned_) {
+      w += static_cast<double>(gpus_->power_mw(g)) / 1000.0;
+    }
+  }
+  return w;
+}
+
+void NodeGpus::sim_run_iteration() {
+  if (sim_) {
+    sim_->run_iterations(ranks_.local_rank, 1);
+  }
+}
+
+void NodeGpus::sim_set_busy(bool busy) {
+  if (sim_) {
+    sim_->set_busy(ranks_.local_rank, busy);
+  }
+}
+
+std::optional<std::chrono::nanoseconds> NodeGpus::sim_now() {
+  if (sim_ && o_.sim_clock == device::sim::SimClock::kVirtual) {
+    return sim_->now(ranks_.local_rank);
+  }
+  return std::nullopt;
+}
+
+}  // namespace zeus::job

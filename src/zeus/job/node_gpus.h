@@ -1,0 +1,101 @@
+// The GPUs of one node as an energy-optimized job uses them. Exactly the physical GPUs the node's
+// ranks train on belong to the job, matched from each rank's CUDA device to NVML by UUID (or,
+// for a rank without a CUDA runtime, through CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA
+// reads them); the node's local master owns them: it changes their power limits through a
+// PowerLimitGuard with the node's journal (never in measure-only mode), measures energy windows
+// and writes the per-epoch power logs. Simulated GPUs (sim:) are one per local rank. No
+// libtorch: what a rank trains on reaches this unit as a RankDevice from zeus_torch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/device/gpu_set.h"
+#include "zeus/job/collectives.h"
+#include "zeus/job/job_options.h"
+
+namespace zeus::device {
+class PowerLimitGuard;
+namespace sim {
+class SimGpuSet;
+}
+}  // namespace zeus::device
+namespace zeus::monitor {
+class EnergyMonitor;
+class PowerMonitor;
+}  // namespace zeus::monitor
+
+namespace zeus::job {
+
+// What one rank trains on, told by the loader (zeus_torch).
+struct RankDevice {
+  std::optional<int> cuda_index;         // the CUDA device number it trains on; unset: the CPU
+  std::optional<std::string> cuda_uuid;  // that device's UUID from the CUDA runtime
+  // Waits until the rank's device finished its queued work; empty on the CPU. The job calls it
+  // before every timestamp that opens or closes a measurement, as Zeus does.
+  std::function<void()> synchronize;
+};
+
+// Contract: made by every rank with the same options (construction is collective and agreed:
+// an error on any rank is thrown on every rank). Afterwards only the local master holds devices;
+// the measuring calls are no-ops elsewhere, except the simulated GPU's per-rank clock. Used from
+// one thread.
+class NodeGpus {
+ public:
+  NodeGpus(const ResolvedJobOptions& options, Collectives& collectives, const RankDevice& device);
+  ~NodeGpus();
+  NodeGpus(const NodeGpus&) = delete;
+  NodeGpus& operator=(const NodeGpus&) = delete;
+
+  // Local master: the owned GPUs' common power-limit range (identical GPUs are required).
+  device::PowerLimitRange range() const { return range_; }
+  // Local master: the limit the owned GPUs run at now (the highest, if they differ).
+  int64_t current_limit_mw();
+  bool owns_gpus() const { return gpus_ != nullptr && !owned_.empty(); }
+  int owned_count() const { return static_cast<int>(owned_.size()); }
+  // What reopens the GPUs (for the result file); empty off the local master.
+  std::string locator() const;
+
+  // Through the guard and its journal. Never called in measure-only mode (a bug if it is).
+  void set_power_limit_mw(int64_t limit_mw);
+  // Puts the original limits back (measure-only: nothing to do).
+  void restore();
+
+  void begin_window(const char* name);
+  // The owned GPUs' energy over the window, J (0 off the local master).
+  double end_window(const char* name);
+  // Samples the owned GPUs' power into bs{B}+e{E}+gpu{g}.power.log until stop_epoch_log().
+  void start_epoch_log(int epoch);
+  void stop_epoch_log();
+  bool epoch_log_running() const { return epoch_log_ != nullptr; }
+  // The owned GPUs' power now, W (the progress bar).
+  double power_w();
+
+  // Simulated GPUs: the rank's GPU runs one iteration / is busy inside a loop; the rank's clock.
+  bool simulated() const { return sim_ != nullptr; }
+  void sim_run_iteration();
+  void sim_set_busy(bool busy);
+  std::optional<std::chrono::nanoseconds> sim_now();
+
+ private:
+  void open_simulated();
+  int resolve_rank_gpu(const RankDevice& device);
+  void take_node_gpus(const std::vector<int>& nvml_indices, const std::vector<int>& ranks);
+
+  ResolvedJobOptions o_;
+  RankInfo ranks_;
+  std::unique_ptr<device::GpuSet> gpus_;
+  device::sim::SimGpuSet* sim_ = nullptr;
+  std::vector<int> owned_;  // indices into gpus_
+  device::PowerLimitRange range_;
+  std::unique_ptr<device::PowerLimitGuard> guard_;
+  std::unique_ptr<monitor::EnergyMonitor> energy_;
+  std::unique_ptr<monitor::PowerMonitor> epoch_log_;
+};
+
+}  // namespace zeus::job

@@ -1,0 +1,18 @@
+// The saved power profile of a job, read by the global master and shared with every rank.
+#pragma once
+
+#include <optional>
+
+#include "zeus/job/collectives.h"
+#include "zeus/job/job_options.h"
+#include "zeus/optimize/power_profile.h"
+
+namespace zeus::job {
+
+// The master loads `bs{B}.power.json` from the log dir; every rank gets the same profile, or
+// std::nullopt when there is none. A corrupt file or one for another global batch size stops
+// every rank (ConfigError naming the path). Collective.
+std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& options,
+                                                             Collectives& collectives);
+
+}  // namespace zeus::job
