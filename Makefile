@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: deps configure build test demo format format-check bench clean
+.PHONY: deps configure build test test-cuda torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -18,6 +18,19 @@ build: configure
 # Sets up a fresh Debian machine and passes the test suite.
 test: build
 	ctest --preset $(PRESET)
+
+# The same suite against the second supported libtorch: PyTorch's wheel (2.x, CUDA + NCCL),
+# installed into .venv-torch by scripts/install-torch.sh (pinned), or the torch of an existing
+# environment: `make test-cuda TORCH_PYTHON=/opt/torch/.venv/bin/python3`. Without a GPU the
+# tests that need one skip, saying why.
+TORCH_PYTHON ?=
+torch-wheel:
+	scripts/install-torch.sh $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON))
+
+test-cuda: deps torch-wheel
+	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
+	cmake --build --preset cuda
+	ctest --preset cuda
 
 # Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
 # profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes

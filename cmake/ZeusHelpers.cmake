@@ -4,8 +4,13 @@ function(zeus_setup_toolchain)
   if(ZEUS_USE_CCACHE)
     find_program(ZEUS_CCACHE ccache)
     if(ZEUS_CCACHE)
-      set(CMAKE_C_COMPILER_LAUNCHER ${ZEUS_CCACHE} PARENT_SCOPE)
-      set(CMAKE_CXX_COMPILER_LAUNCHER ${ZEUS_CCACHE} PARENT_SCOPE)
+      # Paths relative to the source tree and no build-directory hash, so that the Debian build
+      # (build/ci) and the wheel build (build/cuda) share the objects of every file that does not
+      # include libtorch (the debug info then names the directory that compiled it first).
+      set(launcher ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} CCACHE_NOHASHDIR=1
+                   ${ZEUS_CCACHE})
+      set(CMAKE_C_COMPILER_LAUNCHER ${launcher} PARENT_SCOPE)
+      set(CMAKE_CXX_COMPILER_LAUNCHER ${launcher} PARENT_SCOPE)
     endif()
   endif()
   if(ZEUS_SANITIZE)

@@ -104,41 +104,8 @@ TEST(Context, SingleProcessNeedsNoStore) {
   EXPECT_EQ(ctx->backend(), nullptr);
 }
 
-// Runs `world` workers of a scenario; returns each rank's result and stdout key=values.
-struct RankResult {
-  test::ProcessResult process;
-  std::map<std::string, std::string> values;
-};
-
-std::vector<RankResult> run_job(const std::string& scenario, int world) {
-  const int port = test::free_port();
-  std::vector<std::unique_ptr<test::Child>> children;
-  for (int r = 0; r < world; ++r) {
-    children.push_back(std::make_unique<test::Child>(
-        std::vector<std::string>{ZEUS_DIST_WORKER_PATH, scenario},
-        std::map<std::string, std::string>{{"RANK", std::to_string(r)},
-                                           {"LOCAL_RANK", std::to_string(r)},
-                                           {"WORLD_SIZE", std::to_string(world)},
-                                           {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                                           {"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", std::to_string(port)},
-                                           {"OMP_NUM_THREADS", "1"}}));
-  }
-  std::vector<RankResult> results;
-  for (auto& child : children) {
-    RankResult r{child->wait(), {}};
-    static const std::regex kv(R"(([a-z_]+)=(.*))");
-    std::istringstream in(r.process.out);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::smatch m;
-      if (std::regex_match(line, m, kv)) {
-        r.values[m[1]] = m[2];
-      }
-    }
-    results.push_back(std::move(r));
-  }
-  return results;
+std::vector<test::RankRun> run_job(const std::string& scenario, int world) {
+  return test::run_ranks({ZEUS_DIST_WORKER_PATH, scenario}, world);
 }
 
 TEST(MultiProcess, CollectivesOnTwoAndFourRanks) {

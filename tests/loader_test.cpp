@@ -59,7 +59,8 @@ std::map<std::string, std::string> sim_env(const fs::path& log_dir) {
   return {{"ZEUS_DEVICE", "sim:v100"},   {"ZEUS_LOG_DIR", log_dir.string()},
           {"ZEUS_TARGET_METRIC", "0.5"}, {"ZEUS_PROFILE_PARAMS", "2,5"},
           {"ZEUS_ETA_KNOB", "0.5"},      {"ZEUS_COST_THRESH", ""},
-          {"ZEUS_USE_OPTIMAL_PL", ""},   {"ZEUS_JOB_ID", ""}};
+          {"ZEUS_USE_OPTIMAL_PL", ""},   {"ZEUS_JOB_ID", ""},
+          {"ZEUS_MEASURE_ONLY", ""}};
 }
 
 int count(const std::string& text, const std::string& what) {
@@ -339,6 +340,100 @@ TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
     EXPECT_TRUE(fs::exists(dir / "log" / ("bs16+e0+gpu" + std::to_string(g) + ".power.log"))) << g;
   EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.journal"));
   EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.node1.journal"));
+}
+
+// The node's local master owns exactly the physical GPUs its ranks use, found by UUID through
+// CUDA_VISIBLE_DEVICES as CUDA reads it (these CPU ranks have no CUDA runtime to ask): permuted
+// indices shared by both ranks, one UUID per worker (`zeus run --devices`), and a MIG instance
+// standing for its GPU. The other GPUs' limits are never touched.
+TEST(DataLoaderEndToEnd, OwnsExactlyThePhysicalGpusItsRanksUse) {
+  struct Case {
+    std::string visible;                // CUDA_VISIBLE_DEVICES for both ranks
+    std::vector<std::string> launcher;  // extra zeus run flags
+    std::set<int> owned;                // NVML indices
+  };
+  std::vector<test::FakeGpu> spec = test::four_a40s();
+  spec[1].mig_uuids = {"MIG-11111111-2222-3333-4444-555555555555"};
+  const std::vector<Case> cases{
+      {"3,1", {}, {1, 3}},
+      {"", {"--devices", spec[2].uuid + "," + spec[0].uuid}, {0, 2}},
+      {"MIG-11111111-2222-3333-4444-555555555555,3", {}, {1, 3}},
+  };
+  for (const Case& c : cases) {
+    test::TempDir dir;
+    test::FakeNvml nvml(spec);
+    auto env = sim_env(dir / "log");
+    env["ZEUS_DEVICE"] = "nvml";
+    if (!c.visible.empty()) {
+      env["CUDA_VISIBLE_DEVICES"] = c.visible;
+    }
+    std::vector<std::string> launcher{"--nproc-per-node", "2", "--standalone"};
+    launcher.insert(launcher.end(), c.launcher.begin(), c.launcher.end());
+    Job job = run_job(env, {"--max-epochs", "2", "--metrics", "0.1,0.9"}, launcher);
+    ASSERT_EQ(job.result.exit_code, 0) << c.visible << job.output;
+    std::set<int> touched;
+    for (const auto& [gpu, mw] : nvml.limit_history()) {
+      touched.insert(gpu);
+    }
+    EXPECT_EQ(touched, c.owned) << c.visible << "\n" << job.output;
+    for (int g : c.owned) {
+      EXPECT_THAT(job.output, HasSubstr(fmt::format("({}, NVIDIA A40, NVML index {})",
+                                                    spec[static_cast<size_t>(g)].uuid, g)))
+          << "the local master names what it owns";
+    }
+    for (int g = 0; g < 4; ++g) {
+      EXPECT_EQ(nvml.limit_mw(g), 300'000) << "GPU " << g << " restored or untouched";
+    }
+    EXPECT_TRUE(fs::exists(dir / "log" / "bs8+e0+gpu1.power.log"));
+    EXPECT_FALSE(fs::exists(dir / "log" / "bs8+e0+gpu2.power.log")) << "two GPUs, not four";
+  }
+}
+
+// Measure-only mode on GPUs whose limits this process may not change (the fake refuses every
+// set): no setter is called, every epoch's energy and time are measured at the limit the GPUs
+// have, the result and power logs are written, no profile and no journal. Without the mode the
+// refusal names it as a remedy.
+TEST(DataLoaderEndToEnd, MeasureOnlySetsNoLimitAndMeasuresEveryEpoch) {
+  test::TempDir dir;
+  const fs::path log = dir / "log";
+  std::vector<test::FakeGpu> spec = test::four_a40s();
+  spec.resize(2);
+  for (auto& g : spec) {
+    g.limit_mw = 250'000;
+    g.power_mw = 150'000;
+  }
+  test::FakeNvml nvml(spec);
+  nvml.set_fault("set_no_permission", true);
+  auto env = sim_env(log);
+  env["ZEUS_DEVICE"] = "nvml";
+  env["ZEUS_MEASURE_ONLY"] = "true";
+  Job job = run_job(env, {"--max-epochs", "3", "--metrics", "0.1,0.9"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.output;
+  EXPECT_THAT(job.output, HasSubstr("measure-only: no limit set, the GPUs ran at 250 W"));
+  EXPECT_TRUE(nvml.limit_history().empty());
+  const job::TrainResult r = job::load_train_result(log / "zeus+bs8.train.json");
+  EXPECT_TRUE(r.measure_only);
+  EXPECT_TRUE(r.reached);
+  EXPECT_FALSE(r.profiled);
+  EXPECT_FALSE(r.optimal_power_limit_mw);
+  EXPECT_TRUE(r.windows.empty());
+  ASSERT_EQ(r.epochs.size(), 2u);
+  for (const auto& e : r.epochs) {
+    EXPECT_EQ(e.power_limit_mw, 250'000);
+    ASSERT_GT(e.train_time_s, 0);
+    // The fake's counters grow at 150 W per GPU: the window's energy is 2 x 150 W x its time.
+    EXPECT_NEAR(e.train_energy_j / e.train_time_s, 300.0, 30.0) << e.train_energy_j;
+    EXPECT_GT(e.eval_energy_j, 0);
+  }
+  EXPECT_TRUE(fs::exists(log / "bs8+e1+gpu1.power.log"));
+  EXPECT_FALSE(fs::exists(log / "bs8.power.json"));
+  EXPECT_FALSE(fs::exists(log / "power-limits.journal"));
+
+  env["ZEUS_MEASURE_ONLY"] = "";
+  Job refused = run_job(env, {"--max-epochs", "2"});
+  EXPECT_NE(refused.result.exit_code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("ZEUS_MEASURE_ONLY=true")) << refused.output;
+  EXPECT_TRUE(nvml.limit_history().empty());
 }
 
 // A rank failing in the middle of profiling, with its GPUs at a lowered limit: by an exception

@@ -5,6 +5,8 @@
 //   gradient_sync: GradientSync against one process on the union of the data
 //   unused_params: find_unused_parameters on and off
 //   peer_dies:   rank 1 exits right after init; rank 0's all-reduce must fail, not hang
+// ZEUS_TEST_DEVICE (auto|cuda|cpu), ZEUS_TEST_BACKEND (nccl|gloo) and ZEUS_TEST_CUDA_DEVICE pick
+// the device and backend (gpu_test: CUDA tensors; two ranks may share one GPU over Gloo).
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "zeus/common/errors.h"
@@ -61,9 +64,10 @@ double max_diff(torch::nn::Module& a, torch::nn::Module& b) {
 void gradient_sync_scenario(zeus::dist::Context& ctx) {
   const int world = ctx.world_size();
   torch::manual_seed(1234);
-  const auto x = torch::randn({8 * world, 4});
-  const auto y = torch::randn({8 * world, 1});
+  const auto x = torch::randn({8 * world, 4}).to(ctx.device());
+  const auto y = torch::randn({8 * world, 1}).to(ctx.device());
   auto model = make_model();
+  model->to(ctx.device());
   zeus::dist::sync_model(ctx, *model);
   // Tiny buckets: several of them, launched from hooks in order.
   zeus::dist::GradientSync sync(ctx, *model,
@@ -92,26 +96,27 @@ void gradient_sync_scenario(zeus::dist::Context& ctx) {
   optimizer.step();
 
   auto reference = make_model();
-  at::Tensor loss = torch::zeros({});
+  reference->to(ctx.device());
+  at::Tensor loss = torch::zeros({}, x.options());
   for (int r = 0; r < world; ++r) {
     loss = loss + mse(reference, rows(r, 0, 8));
   }
   (loss / world).backward();
   sgd_step(*reference);
-  loss = torch::zeros({});
+  loss = torch::zeros({}, x.options());
   for (int r = 0; r < world; ++r) {
     loss = loss + mse(reference, rows(r, 0, 4)) + mse(reference, rows(r, 4, 4));
   }
   (loss / world).backward();
   sgd_step(*reference);
-  loss = torch::zeros({});
+  loss = torch::zeros({}, x.options());
   for (int r = 0; r < world; ++r) {
     loss = loss + mse(reference, rows(r, 2, 6));
   }
   (loss / world).backward();
   sgd_step(*reference);
-  std::printf("buckets=%zu\nmax_diff=%.3g\nchecksum=%.9g\n", sync.bucket_count(),
-              max_diff(*model, *reference), checksum(*model));
+  std::printf("buckets=%zu\nmax_diff=%.3g\nchecksum=%.9g\ndevice=%s\n", sync.bucket_count(),
+              max_diff(*model, *reference), checksum(*model), ctx.device().str().c_str());
 }
 
 // Parameter `b` never takes part in forward: with find_unused_parameters its gradient is zero
@@ -168,6 +173,15 @@ int main(int argc, char** argv) {
     zeus::dist::InitOptions options;
     options.backend.store_timeout = std::chrono::seconds(20);
     options.backend.collective_timeout = std::chrono::seconds(5);
+    if (const char* d = std::getenv("ZEUS_TEST_DEVICE")) {
+      options.device = zeus::dist::parse_device_type(d, "ZEUS_TEST_DEVICE");
+    }
+    if (const char* b = std::getenv("ZEUS_TEST_BACKEND")) {
+      options.backend_kind = zeus::dist::parse_backend_kind(b, "ZEUS_TEST_BACKEND");
+    }
+    if (const char* i = std::getenv("ZEUS_TEST_CUDA_DEVICE")) {
+      options.cuda_device = std::atoi(i);
+    }
     auto ctx = zeus::dist::init(options);
     if (scenario == "collectives") {
       ctx->barrier();

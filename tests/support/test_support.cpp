@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -274,6 +275,40 @@ ProcessResult Child::wait() {
   }
   result.out = out_;
   return result;
+}
+
+std::vector<RankRun> run_ranks(const std::vector<std::string>& argv, int world,
+                               const std::map<std::string, std::string>& env) {
+  const int port = free_port();
+  std::vector<std::unique_ptr<Child>> children;
+  for (int r = 0; r < world; ++r) {
+    std::map<std::string, std::string> rank_env{{"RANK", std::to_string(r)},
+                                                {"LOCAL_RANK", std::to_string(r)},
+                                                {"WORLD_SIZE", std::to_string(world)},
+                                                {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                                                {"MASTER_ADDR", "127.0.0.1"},
+                                                {"MASTER_PORT", std::to_string(port)},
+                                                {"OMP_NUM_THREADS", "1"}};
+    for (const auto& [k, v] : env) {
+      rank_env[k] = v;
+    }
+    children.push_back(std::make_unique<Child>(argv, rank_env));
+  }
+  std::vector<RankRun> results;
+  static const std::regex kv(R"(([a-z_]+)=(.*))");
+  for (auto& child : children) {
+    RankRun r{child->wait(), {}};
+    std::istringstream in(r.process.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_match(line, m, kv)) {
+        r.values[m[1]] = m[2];
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 }  // namespace zeus::test

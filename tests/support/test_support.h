@@ -106,6 +106,19 @@ ProcessResult run_process(const std::vector<std::string>& argv,
                           std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // A child process with stdout on a pipe; killed (SIGKILL) on destruction if still running.
+class Child;
+
+// One rank of a job run_ranks() started: its result and the "key=value" lines it printed.
+struct RankRun {
+  ProcessResult process;
+  std::map<std::string, std::string> values;
+};
+
+// Starts `world` processes of argv with torchrun's variables for ranks 0..world-1 on a free
+// loopback port (plus `env`), and waits for all of them.
+std::vector<RankRun> run_ranks(const std::vector<std::string>& argv, int world,
+                               const std::map<std::string, std::string>& env = {});
+
 class Child {
  public:
   // `env` adds to (or overrides) this process's environment for the child.

@@ -28,6 +28,11 @@ std::optional<std::string> env_value(const char* name) {
   return std::nullopt;
 }
 
+std::string describe_visible() {
+  const auto v = env_value("CUDA_VISIBLE_DEVICES");
+  return v ? "'" + *v + "'" : std::string("unset");
+}
+
 bool is_nvml(const std::string& device) {
   return device == "auto" || device == "nvml";
 }
@@ -53,8 +58,9 @@ NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
   if (!is_nvml(o_.device)) {
     agree(collectives, "opening the GPUs", [&] {
       (void)device::open_gpu_set(o_.device, {});  // its ConfigError names what is accepted
-      throw ConfigError(fmt::format(
-          "device '{}': zeus::DataLoader controls GPUs through auto, nvml or sim:<gpu>", o_.device));
+      throw ConfigError(
+          fmt::format("device '{}': zeus::DataLoader controls GPUs through auto, nvml or sim:<gpu>",
+                      o_.device));
     });
   }
   int mine = -1;
@@ -111,28 +117,30 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   const device::nvml::NvmlGpuSet machine({.respect_visible_devices = false});
   device::nvml::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
-  // A CPU rank measures the GPU CUDA would give local rank i (the job runs beside it).
-  ref.index = device.cuda_index.value_or(ranks_.local_rank);
   ref.visible_devices = env_value("CUDA_VISIBLE_DEVICES");
   ref.device_order = env_value("CUDA_DEVICE_ORDER");
+  // A CPU rank measures the GPU that zeus::dist::init() would bind for it: cuda:<local rank>,
+  // or the one device a launcher gave it (`zeus run --devices`).
+  const bool one_of_its_own = ref.visible_devices &&
+                              ref.visible_devices->find(',') == std::string::npos &&
+                              !ref.visible_devices->empty();
+  ref.index = device.cuda_index.value_or(one_of_its_own ? 0 : ranks_.local_rank);
   const auto match = device::nvml::match_cuda_device(
       ref, machine.machine_gpus(),
       [&](std::string_view mig) { return machine.mig_parent_uuid(mig); });
   if (!match) {
     logger().warn(
-        "rank {} (local rank {}) has no GPU of its own ({} GPU(s) visible with {}); it is not "
-        "measured",
-        ranks_.rank, ranks_.local_rank, machine.count(),
-        ref.visible_devices ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *ref.visible_devices)
-                            : "CUDA_VISIBLE_DEVICES unset");
+        "rank {} (local rank {}) has no GPU of its own ({} GPU(s) on the machine, "
+        "CUDA_VISIBLE_DEVICES {}); it is not measured",
+        ranks_.rank, ranks_.local_rank, machine.count(), describe_visible());
     return -1;
   }
   if (match->note) {
     logger().warn("rank {}: {}", ranks_.rank, *match->note);
   }
   const auto& gpu = machine.machine_gpus()[static_cast<size_t>(match->nvml_index)];
-  logger().debug("rank {} trains on NVML GPU {} ({}, {}), found {}", ranks_.rank,
-                 match->nvml_index, gpu.uuid, gpu.name, match->how);
+  logger().debug("rank {} trains on NVML GPU {} ({}, {}), found {}", ranks_.rank, match->nvml_index,
+                 gpu.uuid, gpu.name, match->how);
   return match->nvml_index;
 }
 
@@ -153,8 +161,7 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
       throw ConfigError(fmt::format(
           "node {}: none of its ranks ({}) uses a GPU that NVML sees (CUDA_VISIBLE_DEVICES {}); "
           "train on GPUs, or pass --device sim:<gpu> (ZEUS_DEVICE) to simulate",
-          ranks_.node_rank, fmt::join(ranks, ","),
-          env_value("CUDA_VISIBLE_DEVICES").value_or("unset")));
+          ranks_.node_rank, fmt::join(ranks, ","), describe_visible()));
     }
     if (!unmeasured.empty()) {
       logger().warn("node {}: rank(s) {} use no GPU NVML sees; only the others' GPUs are measured",
@@ -177,8 +184,8 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
       throw ConfigError(fmt::format(
           "GPU {} ({}) has power-limit range {}-{} W but GPU {} has {}-{} W; zeus::DataLoader "
           "needs identical GPUs on a node",
-          g, gpus_->name(g), r.min_mw / 1000, r.max_mw / 1000, owned_.front(),
-          range_.min_mw / 1000, range_.max_mw / 1000));
+          g, gpus_->name(g), r.min_mw / 1000, r.max_mw / 1000, owned_.front(), range_.min_mw / 1000,
+          range_.max_mw / 1000));
     }
   }
   std::filesystem::create_directories(o_.log_dir);

@@ -22,9 +22,9 @@ std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOp
     if (ranks.is_master()) {
       profile = optimize::load_power_profile(path);
       if (profile && profile->global_batch_size != o.global_batch_size) {
-        throw ConfigError(fmt::format(
-            "{} is for global batch size {}, not {}; delete it to profile again", path.string(),
-            profile->global_batch_size, o.global_batch_size));
+        throw ConfigError(
+            fmt::format("{} is for global batch size {}, not {}; delete it to profile again",
+                        path.string(), profile->global_batch_size, o.global_batch_size));
       }
     }
   });

@@ -18,7 +18,8 @@ void ProgressBar::step(int epoch, int max_epochs, std::string_view split, int64_
   }
   last_draw_ = now;
   const double dt = std::chrono::duration<double>(now - rate_t0_).count();
-  const double rate = dt > 0 ? static_cast<double>((done - rate_done0_) * samples_per_step) / dt : 0;
+  const double rate =
+      dt > 0 ? static_cast<double>((done - rate_done0_) * samples_per_step) / dt : 0;
   const int width = 24;
   const int filled = total > 0 ? static_cast<int>(width * done / total) : 0;
   std::string bar(static_cast<size_t>(filled), '#');

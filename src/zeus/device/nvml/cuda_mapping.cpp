@@ -40,8 +40,8 @@ int index_of_uuid(const std::vector<std::string>& uuids, std::string_view uuid) 
 // current "MIG-<uuid>" needs NVML.
 std::optional<std::string> mig_parent_of(const std::string& mig, const MigParentLookup& lookup) {
   if (mig.rfind("MIG-GPU-", 0) == 0) {
-    return mig.substr(4, mig.find('/') == std::string::npos ? std::string::npos
-                                                            : mig.find('/') - 4);
+    return mig.substr(4,
+                      mig.find('/') == std::string::npos ? std::string::npos : mig.find('/') - 4);
   }
   return lookup ? lookup(mig) : std::nullopt;
 }
@@ -114,9 +114,9 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
       continue;
     }
     if (ignored != nullptr) {
-      ignored->push_back(
-          fmt::format("'{}' ({})", entries[i],
-                      index != nullptr ? "its GPU is listed already" : std::get<std::string>(resolved)));
+      ignored->push_back(fmt::format(
+          "'{}' ({})", entries[i],
+          index != nullptr ? "its GPU is listed already" : std::get<std::string>(resolved)));
       for (size_t j = i + 1; j < entries.size(); ++j) {
         ignored->push_back(fmt::format("'{}' (after an invalid entry)", entries[j]));
       }
@@ -138,8 +138,8 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
       return CudaMatch{i, "by the CUDA runtime's UUID", std::nullopt};
     }
     // A MIG instance: CUDA reports the instance's own UUID, NVML knows it as "MIG-<uuid>".
-    const std::string bare = ref.runtime_uuid->rfind("GPU-", 0) == 0 ? ref.runtime_uuid->substr(4)
-                                                                     : *ref.runtime_uuid;
+    const std::string bare =
+        ref.runtime_uuid->rfind("GPU-", 0) == 0 ? ref.runtime_uuid->substr(4) : *ref.runtime_uuid;
     if (const auto parent = mig_parent_of("MIG-" + bare, mig_parent)) {
       if (const int i = index_of_uuid(uuids, *parent); i >= 0) {
         return CudaMatch{i, "by the CUDA runtime's UUID (a MIG instance)",
@@ -155,8 +155,8 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
   }
   // No runtime: CUDA's view from the variables.
   std::vector<std::string> ignored;
-  const std::vector<int> visible = map_visible_devices(ref.visible_devices, uuids, &ignored,
-                                                       mig_parent);
+  const std::vector<int> visible =
+      map_visible_devices(ref.visible_devices, uuids, &ignored, mig_parent);
   if (ref.index < 0 || ref.index >= static_cast<int>(visible.size())) {
     return std::nullopt;
   }

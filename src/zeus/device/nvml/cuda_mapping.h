@@ -38,14 +38,14 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
 struct CudaDeviceRef {
   // From the CUDA runtime ("GPU-..." spelling of cudaDeviceProp::uuid): decides when set.
   std::optional<std::string> runtime_uuid;
-  int index = 0;  // CUDA's device number in this process
+  int index = 0;                               // CUDA's device number in this process
   std::optional<std::string> visible_devices;  // the rank's CUDA_VISIBLE_DEVICES
   std::optional<std::string> device_order;     // the rank's CUDA_DEVICE_ORDER
 };
 
 struct CudaMatch {
   int nvml_index = 0;
-  std::string how;                 // e.g. "by the CUDA runtime's UUID"
+  std::string how;                  // e.g. "by the CUDA runtime's UUID"
   std::optional<std::string> note;  // a caveat worth a warning (order assumed, MIG slice)
 };
 
