@@ -71,6 +71,36 @@ TEST(FashionMnistExample, MissingDatasetIsAClearErrorBeforeTraining) {
   EXPECT_FALSE(std::filesystem::exists(dir / "log" / "zeus+bs64.train.json"));
 }
 
+// --device-type and --measure-only: on this machine (no GPU) auto trains on the CPU, cuda is a
+// clear error before any work, and measure-only trains without profiling or setting a limit.
+TEST(FashionMnistExample, DeviceTypeAndMeasureOnly) {
+  if (!have_data())
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const auto cuda =
+      test::run_process(cat(cat({ZEUS_EXAMPLE_PATH}, kQuick),
+                            {"--log-dir", (dir / "cuda").string(), "--device-type", "cuda"}));
+  if (cuda.exit_code == 0) {
+    GTEST_SKIP() << "this machine has a GPU (scripts/gpu-check.sh trains on it)";
+  }
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.out << cuda.err;
+  EXPECT_THAT(cuda.err, HasSubstr("device type cuda was asked for"));
+  EXPECT_THAT(cuda.err, HasSubstr("--device-type cpu"));
+  const auto bad = test::run_process({ZEUS_EXAMPLE_PATH, "--device-type", "gpu"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--device-type"));
+
+  const auto measured = test::run_process(
+      cat(cat({ZEUS_EXAMPLE_PATH}, kQuick), {"--log-dir", (dir / "m").string(), "--measure-only"}));
+  ASSERT_EQ(measured.exit_code, 0) << measured.out << measured.err;
+  EXPECT_THAT(measured.err, HasSubstr("measure-only: no limit set"));
+  const auto result = nlohmann::json::parse(read_file(dir / "m" / "zeus+bs64.train.json"));
+  EXPECT_TRUE(result["measure_only"].get<bool>());
+  EXPECT_TRUE(result["profile_windows"].empty()) << "nothing profiled";
+  EXPECT_GT(result["energy"].get<double>(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "m" / "bs64.power.json"));
+}
+
 // What `srun --ntasks 2` on one node gives each task (no torchrun variables).
 TEST(FashionMnistExample, RunsFromSlurmVariables) {
   if (!have_data())

@@ -25,7 +25,7 @@ namespace {
                       "this";                                                                  \
     }                                                                                          \
     if (cuda::device_count() < (n)) {                                                          \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda::device_count()          \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda::device_count()           \
                    << " visible (CUDA_VISIBLE_DEVICES, driver)";                               \
     }                                                                                          \
   } while (false)
@@ -52,8 +52,7 @@ TEST(Gpu, TheRuntimesUuidIsOneOfNvmlsGpus) {
       {.runtime_uuid = uuid, .index = 0}, nvml.machine_gpus(),
       [&](std::string_view mig) { return nvml.mig_parent_uuid(mig); });
   ASSERT_TRUE(match);
-  EXPECT_EQ(nvml.machine_gpus()[static_cast<size_t>(match->nvml_index)].name,
-            cuda::device_name(0))
+  EXPECT_EQ(nvml.machine_gpus()[static_cast<size_t>(match->nvml_index)].name, cuda::device_name(0))
       << "NVML and CUDA name the same GPU";
 }
 
@@ -85,9 +84,10 @@ TEST(Gpu, NcclCollectivesOnAWorldOfOne) {
 // union of the data, as on the CPU.
 TEST(Gpu, GradientSyncOnCudaTensorsMatchesOneProcess) {
   ZEUS_NEEDS_GPU(1);
-  const auto ranks = test::run_ranks(
-      {ZEUS_DIST_WORKER_PATH, "gradient_sync"}, 2,
-      {{"ZEUS_TEST_DEVICE", "cuda"}, {"ZEUS_TEST_BACKEND", "gloo"}, {"ZEUS_TEST_CUDA_DEVICE", "0"}});
+  const auto ranks = test::run_ranks({ZEUS_DIST_WORKER_PATH, "gradient_sync"}, 2,
+                                     {{"ZEUS_TEST_DEVICE", "cuda"},
+                                      {"ZEUS_TEST_BACKEND", "gloo"},
+                                      {"ZEUS_TEST_CUDA_DEVICE", "0"}});
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(ranks[r].process.exit_code, 0) << ranks[r].process.out << ranks[r].process.err;
     EXPECT_EQ(ranks[r].values.at("device"), "cuda:0");
@@ -99,8 +99,8 @@ TEST(Gpu, GradientSyncOnCudaTensorsMatchesOneProcess) {
 // With two GPUs, the real thing: one GPU per rank, NCCL, buckets on the devices.
 TEST(Gpu, GradientSyncOverNcclOnTwoGpus) {
   ZEUS_NEEDS_GPU(2);
-  const auto ranks = test::run_ranks({ZEUS_DIST_WORKER_PATH, "gradient_sync"}, 2,
-                                     {{"ZEUS_TEST_DEVICE", "cuda"}});
+  const auto ranks =
+      test::run_ranks({ZEUS_DIST_WORKER_PATH, "gradient_sync"}, 2, {{"ZEUS_TEST_DEVICE", "cuda"}});
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(ranks[r].process.exit_code, 0) << ranks[r].process.out << ranks[r].process.err;
     EXPECT_EQ(ranks[r].values.at("device"), "cuda:" + std::to_string(r));
@@ -115,10 +115,9 @@ TEST(Gpu, LoaderBatchesArriveOnTheDeviceInOrder) {
   const auto x = at::arange(0, 200, at::kFloat).reshape({100, 2});
   const auto y = at::arange(0, 100, at::kLong);
   for (int workers : {0, 2}) {
-    data::DataLoader eval(std::make_shared<data::TensorDataset>(x, y),
-                          {.batch_size = 8,
-                           .num_workers = workers,
-                           .device = c10::Device(c10::kCUDA, 0)});
+    data::DataLoader eval(
+        std::make_shared<data::TensorDataset>(x, y),
+        {.batch_size = 8, .num_workers = workers, .device = c10::Device(c10::kCUDA, 0)});
     int64_t seen = 0;
     for (auto& batch : eval) {
       ASSERT_TRUE(batch.data.is_cuda());
@@ -127,7 +126,8 @@ TEST(Gpu, LoaderBatchesArriveOnTheDeviceInOrder) {
       EXPECT_TRUE(at::equal(batch.target.cpu(), expected)) << "batch at " << seen;
       EXPECT_TRUE(at::equal(batch.data.cpu(), x.narrow(0, seen, batch.data.size(0))));
       // Work on the current stream right away must see the copied values.
-      EXPECT_EQ(batch.data.sum().item<float>(), x.narrow(0, seen, batch.data.size(0)).sum().item<float>());
+      EXPECT_EQ(batch.data.sum().item<float>(),
+                x.narrow(0, seen, batch.data.size(0)).sum().item<float>());
       seen += batch.target.size(0);
     }
     EXPECT_EQ(seen, 100) << workers << " worker(s)";

@@ -58,16 +58,15 @@ static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetUUID>, nvmlDeviceGetStri
 static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetPowerUsage>, nvmlDeviceGetUInt_fn>);
 static_assert(
     std::is_same_v<OursOf<&real::nvmlDeviceGetPowerManagementLimit>, nvmlDeviceGetUInt_fn>);
-static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetPowerManagementDefaultLimit>,
-                             nvmlDeviceGetUInt_fn>);
+static_assert(
+    std::is_same_v<OursOf<&real::nvmlDeviceGetPowerManagementDefaultLimit>, nvmlDeviceGetUInt_fn>);
 static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetPowerManagementLimitConstraints>,
                              nvmlDeviceGetUIntPair_fn>);
 static_assert(
     std::is_same_v<OursOf<&real::nvmlDeviceSetPowerManagementLimit>, nvmlDeviceSetUInt_fn>);
 static_assert(
     std::is_same_v<OursOf<&real::nvmlDeviceGetTotalEnergyConsumption>, nvmlDeviceGetULongLong_fn>);
-static_assert(
-    std::is_same_v<OursOf<&real::nvmlDeviceGetFieldValues>, nvmlDeviceGetFieldValues_fn>);
+static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetFieldValues>, nvmlDeviceGetFieldValues_fn>);
 static_assert(
     std::is_same_v<OursOf<&real::nvmlDeviceGetHandleByUUID>, nvmlDeviceGetHandleByUUID_fn>);
 static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetDeviceHandleFromMigDeviceHandle>,

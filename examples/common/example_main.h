@@ -33,8 +33,10 @@ struct TrainingOptions {
   uint64_t seed = 1;
   int spawn = 0;  // > 0: start that many workers from this process
   job::JobOptions job;
-  std::string device;     // --device, into job.device when given
-  bool observer = false;  // --observer, into job.observer_mode when given
+  std::string device;                // --device, into job.device when given
+  bool observer = false;             // --observer, into job.observer_mode when given
+  bool measure_only = false;         // --measure-only, into job.measure_only when given
+  std::string device_type = "auto";  // --device-type: where the model trains
 };
 
 inline void add_training_flags(CLI::App& app, TrainingOptions& o) {
@@ -59,6 +61,14 @@ inline void add_training_flags(CLI::App& app, TrainingOptions& o) {
                  "Stop when the next epoch would reach this cost (ZEUS_COST_THRESH)");
   app.add_flag("--observer", o.observer,
                "Profile and report, but train at the maximum limit (ZEUS_USE_OPTIMAL_PL=false)");
+  app.add_flag("--measure-only", o.measure_only,
+               "Never change a power limit: measure each epoch at the GPUs' own limit "
+               "(ZEUS_MEASURE_ONLY=true; for shared GPUs and processes without root)");
+  app.add_option("--device-type", o.device_type,
+                 "Where each rank trains: auto (cuda:<local rank> when there is a GPU), cuda or "
+                 "cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}, CLI::ignore_case))
+      ->capture_default_str();
 }
 
 // Runs `loop` (the epochs; it returns the last all-reduced accuracy) and turns its end into the
@@ -98,8 +108,12 @@ inline int run_example(const char* name, int argc, char** argv, CLI::App& app, T
     if (o.observer) {
       o.job.observer_mode = true;
     }
+    if (o.measure_only) {
+      o.job.measure_only = true;
+    }
+    init.device = dist::parse_device_type(o.device_type, "--device-type");
     if (o.spawn > 0) {
-      return dist::spawn({.nprocs = o.spawn}, [&](dist::Context& ctx) {
+      return dist::spawn({.nprocs = o.spawn, .init = init}, [&](dist::Context& ctx) {
         if (train(ctx) != 0) {
           throw Error("target not reached");
         }

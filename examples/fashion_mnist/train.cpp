@@ -5,6 +5,7 @@
 //   zeus run --nproc-per-node 2 --local-rank-arg ./fashion_mnist     (legacy --local_rank)
 //   ./fashion_mnist --spawn 2                                        (in-process start)
 //   srun --ntasks-per-node 2 ./fashion_mnist                         (Slurm; examples/slurm/)
+// Each rank trains on cuda:<local rank> when there is a GPU (--device-type), else on the CPU.
 // Each rank trains on its DistributedSampler shard; GradientSync averages gradients; the train
 // loader profiles the GPU power limits in the first epoch, keeps the cheapest, and stops at the
 // target test accuracy (all-reduced), at --epochs, or when the next epoch would cost more than
@@ -47,15 +48,16 @@ template <typename Batches>
 double evaluate(zeus::dist::Context& ctx, Net& net, Batches&& batches) {
   torch::NoGradGuard no_grad;
   net.eval();
-  int64_t correct = 0;
+  at::Tensor correct =
+      torch::zeros({}, torch::TensorOptions().device(ctx.device()).dtype(torch::kLong));
   int64_t total = 0;
   for (const zeus::data::Batch& batch : batches) {
-    correct += net.forward(batch.data).argmax(1).eq(batch.target).sum().item<int64_t>();
+    correct += net.forward(batch.data).argmax(1).eq(batch.target).sum();
     total += batch.target.size(0);
   }
   net.train();
   // The sampler pads the last shard with a few repeated samples (at most world - 1).
-  return ctx.all_reduce_sum(static_cast<double>(correct)) /
+  return ctx.all_reduce_sum(static_cast<double>(correct.item<int64_t>())) /
          ctx.all_reduce_sum(static_cast<double>(total));
 }
 
@@ -63,7 +65,8 @@ double evaluate(zeus::dist::Context& ctx, Net& net, Batches&& batches) {
 // zeus::DataLoader, for bench/loader_overhead's epoch-time comparison.
 std::vector<zeus::data::Batch> plain_batches(zeus::data::TensorDataset& set,
                                              zeus::dist::DistributedSampler& sampler,
-                                             int64_t batch_size, bool drop_last) {
+                                             int64_t batch_size, bool drop_last,
+                                             c10::Device device) {
   const std::vector<int64_t> order = sampler.indices();
   std::vector<zeus::data::Batch> out;
   for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch_size)) {
@@ -71,7 +74,8 @@ std::vector<zeus::data::Batch> plain_batches(zeus::data::TensorDataset& set,
     if (drop_last && n < static_cast<size_t>(batch_size)) {
       break;
     }
-    out.push_back(set.get_batch(std::span(order).subspan(start, n)));
+    zeus::data::Batch b = set.get_batch(std::span(order).subspan(start, n));
+    out.push_back({b.data.to(device), b.target.to(device)});
   }
   return out;
 }
@@ -88,11 +92,13 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   auto test_data = std::make_shared<zeus::data::TensorDataset>(test_set.images, test_set.labels);
   torch::manual_seed(o.seed);
   Net net;
+  net.to(ctx.device());
   zeus::dist::sync_model(ctx, net);
   zeus::dist::GradientSync grad_sync(ctx, net);
   torch::optim::SGD optimizer(net.parameters(),
                               torch::optim::SGDOptions(o.lr).momentum(o.momentum));
-  double loss_sum = 0;
+  // Summed on the device: reading the loss every step would wait for the GPU every step.
+  at::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(ctx.device()));
   int64_t steps = 0;
   auto train_step = [&](const zeus::data::Batch& batch) {
     optimizer.zero_grad();
@@ -100,14 +106,15 @@ int train(zeus::dist::Context& ctx, const Options& o) {
     loss.backward();
     grad_sync.finish();
     optimizer.step();
-    loss_sum += loss.item<double>();
+    loss_sum += loss.detach();
     ++steps;
   };
   double accuracy = 0;
   auto epoch_start = std::chrono::steady_clock::now();
   // Called on every rank after each epoch's evaluation.
   auto end_epoch = [&](int epoch) {
-    const double mean_loss = ctx.all_reduce_mean(steps > 0 ? loss_sum / steps : 0.0);
+    const double mean_loss =
+        ctx.all_reduce_mean(steps > 0 ? loss_sum.item<double>() / static_cast<double>(steps) : 0.0);
     const double wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     if (ctx.is_master()) {
@@ -115,7 +122,7 @@ int train(zeus::dist::Context& ctx, const Options& o) {
                   mean_loss, accuracy, wall_s);
       std::fflush(stdout);
     }
-    loss_sum = 0;
+    loss_sum.zero_();
     steps = 0;
     epoch_start = std::chrono::steady_clock::now();
   };
@@ -131,10 +138,12 @@ int train(zeus::dist::Context& ctx, const Options& o) {
       for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
         train_sampler.set_epoch(epoch);
         test_sampler.set_epoch(epoch);
-        for (const auto& batch : plain_batches(*train_data, train_sampler, o.batch_size, true)) {
+        for (const auto& batch :
+             plain_batches(*train_data, train_sampler, o.batch_size, true, ctx.device())) {
           train_step(batch);
         }
-        accuracy = evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false));
+        accuracy =
+            evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false, ctx.device()));
         end_epoch(epoch);
       }
       return accuracy;
@@ -150,9 +159,11 @@ int train(zeus::dist::Context& ctx, const Options& o) {
                                              .seed = o.seed,
                                              .drop_last = true,
                                              .num_workers = o.workers,
+                                             .device = ctx.device(),
                                              .job = job});
-  zeus::DataLoader eval_loader(
-      test_data, {.batch_size = 1000, .distributed = zeus::data::Distributed::kDataParallel});
+  zeus::DataLoader eval_loader(test_data, {.batch_size = 1000,
+                                           .distributed = zeus::data::Distributed::kDataParallel,
+                                           .device = ctx.device()});
   return zeus::examples::finish_training(ctx, "test accuracy", o.target_accuracy, [&] {
     for (int epoch : train_loader.epochs()) {
       for (auto& batch : train_loader) {

@@ -112,7 +112,7 @@ int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn) 
     // Record the error before unwinding: tearing the process group down takes long enough for
     // the peers to fail first, and the parent must name the rank that caused it.
     try {
-      auto ctx = init();
+      auto ctx = init(options.init);
       fn(*ctx);
       ctx->barrier();  // nobody tears down the store while a peer still needs it
       return 0;

@@ -4,12 +4,13 @@
 
 #include <functional>
 
-namespace zeus::dist {
+#include "zeus/dist/context.h"
 
-class Context;
+namespace zeus::dist {
 
 struct SpawnOptions {
   int nprocs = 1;
+  InitOptions init;  // how each worker joins (device, backend, timeouts); env is set by spawn
 };
 
 // Re-executes this program (/proc/self/exe, same arguments) nprocs times with torchrun's
