@@ -250,6 +250,12 @@ macro(zeus_find_torch)
     zeus_fmt_shim(fmt_shim)
     target_include_directories(zeus_libtorch SYSTEM BEFORE INTERFACE "${nccl_include}" "${fmt_shim}")
     target_link_libraries(zeus_libtorch INTERFACE ${TORCH_LIBRARIES})
+    # c10d's ProcessGroupGloo.hpp includes Gloo's headers, which the wheel does not ship.
+    find_path(ZEUS_GLOO_INCLUDE_DIR gloo/algorithm.h DOC "Gloo's headers (libgloo-dev)")
+    if(NOT ZEUS_GLOO_INCLUDE_DIR)
+      zeus_fail_torch("the wheel has no Gloo headers, which ProcessGroupGloo.hpp includes, and none were found: install libgloo-dev (scripts/install-deps.sh), or pass -DZEUS_GLOO_INCLUDE_DIR=<dir holding gloo/>")
+    endif()
+    target_include_directories(zeus_libtorch SYSTEM INTERFACE "${ZEUS_GLOO_INCLUDE_DIR}")
     # Trap 2: the wheel's NVIDIA libraries first for the linker, for libraries that libtorch_cuda
     # needs (rpath-link) and for those named directly.
     foreach(dir IN LISTS ZEUS_WHEEL_NVIDIA_LIB_DIRS)

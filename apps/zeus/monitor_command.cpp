@@ -147,6 +147,8 @@ struct DeviceSummary {
   std::optional<double> energy_j;
   std::optional<double> peak_w;
   std::string source;
+  // With a counter: the trapezoid integral of the same window's power samples, to compare.
+  std::optional<double> integral_j;
 };
 
 void print_summary(std::ostream& out, const std::string& where, std::chrono::nanoseconds elapsed,
@@ -178,6 +180,14 @@ void print_summary(std::ostream& out, const std::string& where, std::chrono::nan
   if (rows.size() > 1) {
     out << fmt::format("{:<7} {:<34} {:>11.1f} {:>11.4f}\n", "total", "", total_j,
                        total_j / 3600.0);
+  }
+  for (const auto& row : rows) {
+    if (row.integral_j && row.energy_j && *row.energy_j > 0) {
+      out << fmt::format(
+          "{}: {} {:.1f} J vs the integral of its {} power samples {:.1f} J ({:+.2f}%)\n",
+          row.label, row.source, *row.energy_j, samples, *row.integral_j,
+          100.0 * (*row.integral_j - *row.energy_j) / *row.energy_j);
+    }
   }
 }
 
@@ -360,6 +370,9 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     if (counter_energy_j[i]) {
       row.energy_j = counter_energy_j[i];
       row.source = dev.kind == MonitoredDevice::Kind::kGpu ? "energy counter" : "RAPL counter";
+      if (timeline.size() > 1) {
+        row.integral_j = power->energy_j(i, start, start + elapsed);
+      }
     } else if (!timeline.empty()) {
       row.energy_j = power->energy_j(i, start, start + elapsed);
       row.source = "power samples (trapezoid)";
