@@ -26,7 +26,8 @@ struct CleanEnv {
   explicit CleanEnv(const std::map<std::string, std::string>& set = {}) {
     for (const char* name :
          {"ZEUS_ETA_KNOB", "ZEUS_COST_THRESH", "ZEUS_TARGET_METRIC", "ZEUS_PROFILE_PARAMS",
-          "ZEUS_LOG_DIR", "ZEUS_JOB_ID", "ZEUS_USE_OPTIMAL_PL", "ZEUS_DEVICE", "ZEUS_SIM_CLOCK"}) {
+          "ZEUS_LOG_DIR", "ZEUS_JOB_ID", "ZEUS_USE_OPTIMAL_PL", "ZEUS_DEVICE", "ZEUS_SIM_CLOCK",
+          "ZEUS_MEASURE_ONLY"}) {
       const auto it = set.find(name);
       vars.push_back(std::make_unique<test::ScopedEnv>(
           name, it == set.end() ? std::nullopt : std::optional<std::string>(it->second)));
@@ -183,6 +184,114 @@ TEST(EnergyJob, SingleProcessProfilesThenStopsOnTheThreshold) {
   EXPECT_TRUE(std::filesystem::exists(dir / "log" / "zeus+bs16.train.json"));
   EXPECT_TRUE(std::filesystem::exists(dir / "log" / "bs16.power.json"));
   EXPECT_EQ(job.current_power_limit_mw(), *job.optimal_power_limit_mw());
+}
+
+// One epoch of `train` steps and `eval` steps, reporting `metric`.
+void run_epoch(EnergyJob& job, int train, int eval, double metric) {
+  job.begin_train_epoch(train);
+  for (int i = 0; i < train; ++i) {
+    job.train_step_begin();
+    job.train_step_end();
+  }
+  job.end_train_epoch();
+  job.begin_eval_epoch(eval);
+  for (int i = 0; i < eval; ++i)
+    job.eval_step_end();
+  job.end_eval_epoch();
+  job.report_metric(metric);
+}
+
+JobOptions quick_sim_job(const std::filesystem::path& log_dir) {
+  JobOptions o;
+  o.target_metric = 0.99;
+  o.device = "sim:v100";
+  o.log_dir = log_dir;
+  o.warmup_iters = 1;
+  o.profile_iters = 2;
+  o.progress_bar = false;
+  return o;
+}
+
+// Zeus synchronizes the device before every timestamp that opens or closes a measurement: the
+// job calls the rank's hook at both ends of each profiling window (7 limits, then the eval
+// window at the optimum) and of each train and eval loop, and nowhere on the step path.
+TEST(EnergyJob, WaitsForTheDeviceBeforeEveryMeasurementTimestamp) {
+  test::TempDir dir;
+  CleanEnv env;
+  SingleProcess world;
+  int waits = 0;
+  EnergyJob job(resolve_job_options(quick_sim_job(dir / "log"), 2, 16, 1), world,
+                {.synchronize = [&] { ++waits; }});
+  ASSERT_EQ(job.next_epoch(), 0);
+  job.begin_train_epoch(30);
+  EXPECT_EQ(waits, 1) << "the loop's start (the first window opens after the warmup)";
+  for (int i = 0; i < 30; ++i) {
+    job.train_step_begin();
+    job.train_step_end();
+  }
+  job.end_train_epoch();
+  EXPECT_EQ(waits, 2 * 7 + 2) << "7 windows and the train loop, each opened and closed";
+  job.begin_eval_epoch(5);
+  for (int i = 0; i < 5; ++i)
+    job.eval_step_end();
+  job.end_eval_epoch();
+  EXPECT_EQ(waits, 2 * 7 + 2 + 2 + 2) << "the eval loop and its window at the optimum";
+  const int before_steps = waits;
+  job.report_metric(0.5);
+  ASSERT_EQ(job.next_epoch(), 1);
+  job.begin_train_epoch(30);
+  for (int i = 0; i < 30; ++i) {
+    job.train_step_begin();
+    job.train_step_end();
+  }
+  EXPECT_EQ(waits, before_steps + 1) << "no waiting on the step path after profiling";
+}
+
+// Measure-only on a simulated V100: no limit ever set (the GPU stays at its limit), each epoch
+// measured, no profile; the cost threshold still stops the job, forecast from the last epoch.
+TEST(EnergyJob, MeasureOnlySetsNoLimitAndStillStopsOnTheThreshold) {
+  test::TempDir dir;
+  CleanEnv env;
+  SingleProcess world;
+  JobOptions o = quick_sim_job(dir / "log");
+  o.measure_only = true;
+  EnergyJob job(resolve_job_options(o, 5, 16, 1), world);
+  ASSERT_EQ(job.next_epoch(), 0);
+  EXPECT_TRUE(job.profiling_done());
+  run_epoch(job, 30, 5, 0.5);
+  ASSERT_EQ(job.next_epoch(), 1);
+  run_epoch(job, 30, 5, 0.6);
+  ASSERT_FALSE(job.result());
+  EXPECT_EQ(job.current_power_limit_mw(), 250'000) << "the V100's own limit";
+  EXPECT_FALSE(job.optimal_power_limit_mw());
+  ASSERT_EQ(job.next_epoch(), 2);
+  run_epoch(job, 30, 5, 0.99);
+  EXPECT_EQ(job.next_epoch(), std::nullopt);
+  ASSERT_TRUE(job.result());
+  const TrainResult& r = *job.result();
+  EXPECT_TRUE(r.measure_only);
+  EXPECT_FALSE(r.profiled);
+  EXPECT_TRUE(r.windows.empty());
+  ASSERT_EQ(r.epochs.size(), 3u);
+  for (const auto& e : r.epochs) {
+    EXPECT_EQ(e.power_limit_mw, 250'000);
+    EXPECT_GT(e.train_energy_j, 0);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "log" / "bs16.power.json"));
+  EXPECT_THAT(summary_line(r), HasSubstr("measure-only: no limit set, the GPUs ran at 250 W"));
+
+  // The threshold: a fresh log dir, stop when the next epoch would exceed 2.5 epochs' cost.
+  test::TempDir dir2;
+  JobOptions t = quick_sim_job(dir2 / "log");
+  t.measure_only = true;
+  t.cost_threshold = 2.5 * r.cost / 3.0;
+  EnergyJob stopped(resolve_job_options(t, 5, 16, 1), world);
+  ASSERT_EQ(stopped.next_epoch(), 0);
+  run_epoch(stopped, 30, 5, 0.5);
+  ASSERT_EQ(stopped.next_epoch(), 1);
+  run_epoch(stopped, 30, 5, 0.5);
+  EXPECT_THROW(stopped.next_epoch(), optimize::CostThresholdExceeded);
+  EXPECT_EQ(stopped.result()->stop_reason, StopReason::kCostThreshold);
 }
 
 }  // namespace
