@@ -27,7 +27,10 @@ endfunction()
 
 # Warnings are errors for the project's own targets only (not for third-party headers).
 function(zeus_target_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror -Wno-missing-field-initializers)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  if(ZEUS_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
 endfunction()
 
 # zeus_add_test(NAME name SOURCES a.cpp b.cpp LIBS lib... [ENV VAR=value...] [TIMEOUT s])

@@ -213,6 +213,15 @@ macro(zeus_find_torch)
     # CMake 3.25 copies C++20 into the CUDA standard and then fails ("CUDA20"); no .cu file is
     # compiled, so 17 is only what CMake checks.
     set(CMAKE_CUDA_STANDARD 17)
+    # Nothing is compiled for the GPU: no architecture to detect, and none for Caffe2's config to
+    # warn about (it does whenever CMAKE_CUDA_ARCHITECTURES is defined, which enabling CUDA does).
+    set(TORCH_CUDA_ARCH_LIST "9.0")
+    enable_language(CUDA)
+    unset(CMAKE_CUDA_ARCHITECTURES CACHE)
+    unset(CMAKE_CUDA_ARCHITECTURES)
+    # Kineto (the profiler) is linked into libtorch_cpu; TorchConfig looks for a library of its
+    # own and warns when there is none.
+    set(kineto_LIBRARY "${ZEUS_TORCH_ROOT}/lib/libtorch_cpu.so" CACHE FILEPATH "inside libtorch_cpu" FORCE)
     # Trap 1, before the search: the libraries TorchConfig looks up by find_library are pinned to
     # the wheel, so a Debian libc10.so in /usr/lib cannot win the search.
     foreach(pin IN ITEMS c10:c10 C10_CUDA:c10_cuda TORCH:torch)

@@ -428,6 +428,11 @@ TEST(DataLoaderEndToEnd, MeasureOnlySetsNoLimitAndMeasuresEveryEpoch) {
   EXPECT_TRUE(fs::exists(log / "bs8+e1+gpu1.power.log"));
   EXPECT_FALSE(fs::exists(log / "bs8.power.json"));
   EXPECT_FALSE(fs::exists(log / "power-limits.journal"));
+  // zeus report says so too.
+  const auto md = test::run_process({ZEUS_CLI_PATH, "report", log.string(), "--format", "md"});
+  EXPECT_THAT(md.out, HasSubstr("measure-only: no limit set")) << md.out << md.err;
+  ASSERT_EQ(test::run_process({ZEUS_CLI_PATH, "report", log.string()}).exit_code, 0);
+  EXPECT_THAT(read_file(log / "report.html"), HasSubstr("measure-only: no power limit was set"));
 
   env["ZEUS_MEASURE_ONLY"] = "";
   Job refused = run_job(env, {"--max-epochs", "2"});
