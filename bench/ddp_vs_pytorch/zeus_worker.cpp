@@ -57,6 +57,8 @@ static int run(const std::string& sync, int iters, int warmup, int64_t batch_siz
   torch::set_num_threads(threads);
   zeus::dist::InitOptions init_options;
   init_options.tune_malloc = tune_malloc;
+  // The comparison is with DDP over Gloo on the CPU (ddp_peer.py), also on a GPU node.
+  init_options.device = zeus::dist::DeviceType::kCpu;
   auto ctx = zeus::dist::init(init_options);
   auto train = zeus::data::load_fashion_mnist(zeus::data::Split::kTrain, {.dir = data_dir});
 

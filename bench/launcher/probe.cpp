@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "join") {
     try {
-      auto ctx = zeus::dist::init();
+      // Joining Gloo, as the benchmark's torchrun side does, also on a GPU node.
+      auto ctx = zeus::dist::init({.device = zeus::dist::DeviceType::kCpu});
       ctx->all_reduce_sum(1.0);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "probe: %s\n", e.what());

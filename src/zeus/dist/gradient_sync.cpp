@@ -132,6 +132,16 @@ GradientSync::GradientSync(Context& ctx, torch::nn::Module& module, GradientSync
     }
   }
   s.buffers = module.buffers();
+  if (ctx.world_size() > 1 && ctx.backend_kind() == BackendKind::kNccl) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      if (s.params[i].device() != ctx.device()) {
+        throw ConfigError(fmt::format(
+            "rank {}: GradientSync over NCCL needs the parameters on {}, but {} is on {}; move "
+            "the model first (model->to(ctx.device()))",
+            ctx.rank(), ctx.device().str(), s.names[i], s.params[i].device().str()));
+      }
+    }
+  }
   s.ready.assign(s.params.size(), false);
   s.bucket_of.assign(s.params.size(), 0);
   s.slot_of.assign(s.params.size(), 0);
