@@ -93,84 +93,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App* run_cmd = app.add_subcommand(
       "run",
       "Start and supervise the workers of a data-parallel job (a drop-in for torchrun): "
-      "zeus run [options] PROGRAM [ARGS...]");
-  // Everything from PROGRAM on belongs to the program.
-  run_cmd->prefix_command();
-  // Every flag also has torchrun's underscore spelling.
-  run_cmd
-      ->add_option("--nproc-per-node,--nproc_per_node", run.nproc_per_node,
-                   "Workers on this node: N, auto (one per visible GPU, else 1), gpu or cpu")
-      ->capture_default_str();
-  run_cmd->add_option("--nnodes", run.nnodes, "Nodes (static); default 1");
-  run_cmd->add_option("--node-rank,--node_rank", run.node_rank, "This node's rank; default 0");
-  run_cmd->add_option("--master-addr,--master_addr", run.master_addr,
-                      "Address of node 0; default 127.0.0.1");
-  run_cmd->add_option("--master-port,--master_port", run.master_port,
-                      "Rendezvous port on node 0; default 29500");
-  run_cmd->add_option_function<std::string>(
-      "--rdzv-endpoint,--rdzv_endpoint",
-      [&run](const std::string& endpoint) {
-        const size_t colon = endpoint.rfind(':');
-        if (colon == std::string::npos || colon + 1 == endpoint.size()) {
-          run.master_addr = endpoint;
-          return;
-        }
-        run.master_addr = endpoint.substr(0, colon);
-        try {
-          run.master_port = std::stoi(endpoint.substr(colon + 1));
-        } catch (const std::exception&) {
-          throw ConfigError(fmt::format("--rdzv-endpoint '{}' is not HOST[:PORT]", endpoint));
-        }
-      },
-      "HOST[:PORT]: the same as --master-addr/--master-port (static rendezvous)");
-  run_cmd->add_option("--rdzv-backend,--rdzv_backend",
-                      "Accepted for torchrun compatibility; the rendezvous is always static");
-  run_cmd->add_option("--rdzv-id,--rdzv_id,--run-id,--run_id", run.run_id,
-                      "Run id (TORCHELASTIC_RUN_ID); default random");
-  run_cmd->add_flag("--standalone", run.standalone,
-                    "Single node on 127.0.0.1 with a free port chosen for you");
-  run_cmd
-      ->add_option("--max-restarts,--max_restarts", run.max_restarts,
-                   "Restart all workers up to K times after a failure")
-      ->capture_default_str();
-  run_cmd->add_flag("--local-rank-arg,--local_rank_arg,--use-local-rank-arg", run.local_rank_arg,
-                    "Also pass --local_rank=N to each worker (torch.distributed.launch style)");
-  run_cmd->add_option_function<std::string>(
-      "--devices",
-      [&run](const std::string& list) {
-        run.devices = split(list, ',');
-        if (std::find(run.devices.begin(), run.devices.end(), "") != run.devices.end()) {
-          throw ConfigError(fmt::format("--devices '{}' has an empty entry", list));
-        }
-      },
-      "GPUs for this node's workers, one per local rank (CUDA_VISIBLE_DEVICES), e.g. 0,1,4,6");
-  run_cmd->add_option_function<std::string>(
-      "--devices-per-worker,--devices_per_worker",
-      [&run](const std::string& mode) {
-        if (mode != "all" && mode != "1") {
-          throw ConfigError(fmt::format("--devices-per-worker takes 1 or all, got '{}'", mode));
-        }
-        run.devices_per_worker_all = mode == "all";
-      },
-      "1 (default): one device each; all: every worker sees the whole --devices list");
-  run_cmd->add_option("--log-dir,--log_dir", run.log_dir,
-                      "Write each rank's stdout.log/stderr.log under DIR/attempt_K/RANK/");
-  run_cmd->add_option("-t,--tee", run.tee,
-                      "Streams also written to log files: 0 none, 1 stdout, 2 stderr, 3 both "
-                      "(or per local rank, 0:1,1:3)");
-  run_cmd->add_option("-r,--redirects", run.redirects,
-                      "Streams written to log files only, not the console (same syntax)");
-  add_duration(run_cmd, "--grace-period,--grace_period", run.grace_period,
-               "Wait between SIGTERM and SIGKILL when stopping workers (default 30s)");
-  run_cmd->add_option("--monitor-interval,--monitor_interval",
-                      "Accepted for torchrun compatibility; exits are seen immediately");
-  run_cmd->add_option("--omp-num-threads,--omp_num_threads", run.omp_num_threads,
-                      "OMP_NUM_THREADS for the workers (default: cores / nproc when unset)");
-  run_cmd->add_flag("--slurm", run.slurm,
-                    "Take nnodes, node rank and master from SLURM_* (one srun task per node)");
-  run_cmd->add_flag("--no-python,--no_python", run.no_python,
-                    "Run PROGRAM as is, even when it ends in .py");
-  run_cmd->add_flag("-m,--module", run.module, "PROGRAM is a Python module: python3 -m PROGRAM");
+      "zeus run [options] [--] PROGRAM [ARGS...]");
+  add_run_flags(run_cmd, run);
 
   tune::TuneOptions tune;
   CLI::App* tune_cmd = app.add_subcommand(
@@ -226,8 +150,23 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   report_cmd->add_option("--out", report.out, "Where the page goes; default DIR/report.html");
 
   const std::string command = argc > 1 ? argv[1] : "";
+  // `zeus run [options] -- PROGRAM ARGS`: CLI11 hands a `--` without positionals back to the
+  // parent app, so the command after it is taken off before parsing.
+  std::vector<std::string> args(argv, argv + argc);
+  std::optional<std::vector<std::string>> run_command;
+  if (command == "run") {
+    const std::vector<std::string> after(args.begin() + 2, args.end());
+    if (const auto at = run_separator(run_cmd, after)) {
+      run_command.emplace(after.begin() + static_cast<std::ptrdiff_t>(*at) + 1, after.end());
+      args.resize(2 + *at);
+    }
+  }
+  std::vector<const char*> parse_argv;
+  for (const auto& a : args) {
+    parse_argv.push_back(a.c_str());
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(parse_argv.size()), parse_argv.data());
   } catch (const CLI::CallForHelp&) {
     out << app.help();
     return kExitOk;
@@ -261,10 +200,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return run_report(report, out, err);
   }
   if (run_cmd->parsed()) {
-    run.command = run_cmd->remaining();
-    if (!run.command.empty() && run.command.front() == "--") {
-      run.command.erase(run.command.begin());
-    }
+    run.command = run_command ? *run_command : run_cmd->remaining();
     return run_run(run, out, err);
   }
   return run_restore_limits(restore, out, err);

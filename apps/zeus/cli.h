@@ -4,10 +4,16 @@
 #include <chrono>
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "zeus/launch/launch_options.h"
 #include "zeus/tune/tuner.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace zeus::cli {
 
@@ -50,6 +56,12 @@ struct ReportCommandOptions {
 struct RestoreLimitsCommandOptions {
   std::filesystem::path journal;
 };
+
+// zeus run's flags on `cmd`, parsed into `run` (run_flags.cpp).
+void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run);
+// Where the `--` that ends zeus run's options stands in `args` (the words after "run"), if it
+// comes before the program; a `--` after the program is the program's.
+std::optional<size_t> run_separator(const CLI::App* cmd, const std::vector<std::string>& args);
 
 // Starts the workers (their output goes to this process's stdout and stderr, prefixed) and
 // returns the exit code of the run.

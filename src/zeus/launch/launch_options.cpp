@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -96,6 +97,64 @@ StreamSelection parse_stream_selection(const std::string& text, const std::strin
   return selection;
 }
 
+int parse_nnodes(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    return parse_int(text, "--nnodes");
+  }
+  const int min = parse_int(text.substr(0, colon), "--nnodes MIN");
+  const int max = parse_int(text.substr(colon + 1), "--nnodes MAX");
+  if (min != max) {
+    throw ConfigError(fmt::format(
+        "--nnodes {}: a range asks for elastic membership (nodes joining and leaving), which zeus "
+        "run does not support yet; give a fixed count, e.g. --nnodes {}",
+        text, max));
+  }
+  return min;
+}
+
+// torchrun's rendezvous and process flags: what zeus run does with each, or why it refuses.
+void check_torchrun_flags(const LaunchOptions& o, int nnodes) {
+  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d") {
+    throw ConfigError(fmt::format(
+        "--rdzv-backend {} is not supported: zeus run's rendezvous is static (each node gives "
+        "--node-rank; rank 0 serves the store); use static, or c10d on a single node",
+        o.rdzv_backend));
+  }
+  if (o.rdzv_backend == "c10d" && nnodes > 1) {
+    throw ConfigError(fmt::format(
+        "--rdzv-backend c10d with --nnodes {} assigns node ranks in an elastic rendezvous, which "
+        "zeus run does not support yet; use --rdzv-backend static with --node-rank on each node",
+        nnodes));
+  }
+  if (!o.rdzv_conf.empty()) {
+    throw ConfigError(fmt::format(
+        "--rdzv-conf '{}': its keys configure torchrun's elastic rendezvous, which zeus run does "
+        "not support yet; drop it (the static rendezvous waits --master-port's store timeout)",
+        o.rdzv_conf));
+  }
+  if (!o.local_addr.empty()) {
+    throw ConfigError(fmt::format(
+        "--local-addr {}: it names this node in torchrun's c10d rendezvous, which zeus run does "
+        "not use; drop it (workers reach --master-addr directly)",
+        o.local_addr));
+  }
+  if (o.run_path) {
+    throw ConfigError(
+        "--run-path (runpy.run_path of a script) is not supported; give the script itself: zeus "
+        "run [options] train.py");
+  }
+  if (o.start_method != "spawn" && o.start_method != "fork" && o.start_method != "forkserver") {
+    throw ConfigError(fmt::format(
+        "--start-method {}: use spawn, fork or forkserver (zeus run starts every worker as its "
+        "own program, as torchrun does for a script, whichever is given)",
+        o.start_method));
+  }
+  if (o.role.empty()) {
+    throw ConfigError("--role is empty; it names the workers' role (ROLE_NAME), default 'default'");
+  }
+}
+
 LaunchContext default_launch_context() {
   LaunchContext context;
   context.cpu_count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -124,6 +183,7 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   plan.grace_period = options.grace_period;
   plan.run_id = options.run_id.empty() ? random_run_id() : options.run_id;
   plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
+  check_torchrun_flags(options, options.nnodes.value_or(1));
 
   // The cluster: flags, else Slurm (with --slurm), else one node on loopback.
   plan.nnodes = options.nnodes.value_or(1);
@@ -165,8 +225,9 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   }
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 
-  // The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free.
-  if (options.standalone && !port) {
+  // The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free. Port 0
+  // (torchrun's `--rdzv-endpoint localhost:0` on one node) means a free one, as --standalone.
+  if ((options.standalone && !port) || (port == 0 && plan.nnodes == 1)) {
     plan.master_port = context.free_port(plan.master_addr);
   } else {
     plan.master_port = port.value_or(cluster::kDefaultMasterPort);
@@ -251,7 +312,7 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
     env["ROLE_RANK"] = std::to_string(w.rank);
     env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
-    env["ROLE_NAME"] = "default";
+    env["ROLE_NAME"] = options.role;
     env["MASTER_ADDR"] = plan.master_addr;
     env["MASTER_PORT"] = std::to_string(plan.master_port);
     env["TORCHELASTIC_RUN_ID"] = plan.run_id;
@@ -274,6 +335,9 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     }
     w.tee_bits = tee.bits_for(local);
     w.redirect_bits = redirects.bits_for(local);
+    w.console = options.local_ranks_filter.empty() ||
+                std::find(options.local_ranks_filter.begin(), options.local_ranks_filter.end(),
+                          local) != options.local_ranks_filter.end();
     plan.workers.push_back(std::move(w));
   }
   return plan;

@@ -25,6 +25,9 @@ struct StreamSelection {
 };
 // Parses "0".."3" or "lr:bits,lr:bits"; throws ConfigError naming `flag`.
 StreamSelection parse_stream_selection(const std::string& text, const std::string& flag);
+// torchrun's --nnodes: "N", or "MIN:MAX" with MIN == MAX (a fixed size); elastic ranges are
+// refused with what to do. Throws ConfigError.
+int parse_nnodes(const std::string& text);
 
 struct LaunchOptions {
   std::string nproc_per_node = "1";  // N, auto, gpu or cpu
@@ -48,6 +51,15 @@ struct LaunchOptions {
   bool module = false;               // PROGRAM is a Python module: python3 -m PROGRAM
   std::string run_id;                // default: a fresh random id
   std::vector<std::string> command;  // PROGRAM ARGS...
+  // torchrun's flags that zeus run accepts with torchrun's meaning, or refuses in resolve()
+  // with what is supported (docs/launcher.md's table): nothing is accepted and ignored.
+  std::string rdzv_backend = "static";  // static; c10d on one node (the same as static there)
+  std::string rdzv_conf;                // key=value,...: refused (elastic rendezvous only)
+  std::string role = "default";         // ROLE_NAME
+  std::string local_addr;               // refused (the c10d rendezvous's own address)
+  std::string start_method = "spawn";   // spawn, fork or forkserver: every worker is exec'd
+  std::vector<int> local_ranks_filter;  // console output of these local ranks only; empty: all
+  bool run_path = false;                // refused (runpy.run_path of a script)
 };
 
 struct WorkerSpec {
@@ -57,6 +69,7 @@ struct WorkerSpec {
   std::map<std::string, std::string> env;  // added to (or replacing) the launcher's environment
   int tee_bits = 0;                        // streams also written to the log files
   int redirect_bits = 0;  // streams written to the log files only (not the console)
+  bool console = true;    // false: --local-ranks-filter leaves this rank off the console
 };
 
 struct LaunchPlan {

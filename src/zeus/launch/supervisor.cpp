@@ -142,7 +142,8 @@ class Attempt {
                   fmt::format("rank {}", spec.rank));
       w.streams[k].pipe = UniqueFd(pipes[k][0]);
       const int bit = k == 0 ? 1 : 2;
-      w.streams[k].console = (spec.redirect_bits & bit) ? -1 : (k == 0 ? io_.out_fd : io_.err_fd);
+      w.streams[k].console =
+          (spec.redirect_bits & bit) || !spec.console ? -1 : (k == 0 ? io_.out_fd : io_.err_fd);
       if (!plan_.log_dir.empty()) {
         const auto dir =
             plan_.log_dir / fmt::format("attempt_{}", restart_count_) / std::to_string(spec.rank);
