@@ -50,10 +50,9 @@ TEST(ZeusRunCommandLine, TuneTakesItsCommandAfterDoubleDash) {
 TEST(ZeusRunCommandLine, TorchrunFlagsDoWhatTorchrunDoes) {
   // --role names the workers' role; --start-method is accepted (every worker is its own program);
   // --local-ranks-filter keeps other ranks off the console; --monitor-interval is accepted.
-  const auto r =
-      zeus({"run", "--nproc_per_node", "3", "--role", "trainer", "--start_method", "fork",
-            "--local_ranks_filter", "0,2", "--monitor_interval", "0.5", "--", "/bin/sh", "-c",
-            "echo role=$ROLE_NAME local=$LOCAL_RANK"});
+  const auto r = zeus({"run", "--nproc_per_node", "3", "--role", "trainer", "--start_method",
+                       "fork", "--local_ranks_filter", "0,2", "--monitor_interval", "0.5", "--",
+                       "/bin/sh", "-c", "echo role=$ROLE_NAME local=$LOCAL_RANK"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[0] role=trainer local=0"));
   EXPECT_THAT(r.out, HasSubstr("[2] role=trainer local=2"));

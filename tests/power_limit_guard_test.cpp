@@ -12,6 +12,7 @@
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/device/sim/sim_gpu_set.h"
@@ -190,11 +191,11 @@ TEST(RestoreLimits, FailureKeepsJournalForRetry) {
   test::FakeNvml fake(site_gpus());
   test::TempDir dir;
   const auto journal = dir / "power-limits.journal";
-  write_journal(journal, {"nvml",
-                          "host",
-                          1,
-                          {{0, "GPU-00000000-0000-0000-0000-000000000000", 200'000},
-                           {9, "GPU-not-here", 200'000}}});
+  write_journal(journal, {.locator = "nvml",
+                          .host = "host",
+                          .pid = 1,
+                          .gpus = {{0, "GPU-00000000-0000-0000-0000-000000000000", 200'000},
+                                   {9, "GPU-not-here", 200'000}}});
   try {
     restore_from_journal(journal);
     FAIL();
@@ -204,6 +205,134 @@ TEST(RestoreLimits, FailureKeepsJournalForRetry) {
   }
   EXPECT_EQ(fake.limit_mw(0), 200'000) << "GPUs that can be restored are";
   EXPECT_TRUE(std::filesystem::exists(journal));
+}
+
+// A journal as a killed job leaves it: GPU 0's original limit, written by a process that is gone.
+PowerLimitJournal stale_journal(int64_t original_mw) {
+  PowerLimitJournal j = journal_of_this_process("nvml");
+  test::Child gone({"/bin/true"});
+  j.pid = gone.pid();
+  j.pid_start = process_start_ticks(gone.pid());
+  gone.wait();
+  j.gpus = {{0, "GPU-00000000-0000-0000-0000-000000000000", original_mw}};
+  return j;
+}
+
+TEST(Journal, TellsWhoseItIs) {
+  PowerLimitJournal mine = journal_of_this_process("nvml");
+  EXPECT_EQ(journal_owner(mine), JournalOwner::kThisProcess);
+  EXPECT_EQ(journal_owner(stale_journal(1)), JournalOwner::kGone);
+  test::Child sleeper({"/bin/sleep", "30"});
+  PowerLimitJournal live = mine;
+  live.pid = sleeper.pid();
+  live.pid_start = process_start_ticks(sleeper.pid());
+  EXPECT_EQ(journal_owner(live), JournalOwner::kAlive);
+  live.pid_start = *live.pid_start + 1;  // the pid was reused by another process
+  EXPECT_EQ(journal_owner(live), JournalOwner::kGone);
+  sleeper.kill(SIGKILL);
+  sleeper.wait();
+  PowerLimitJournal other = mine;
+  other.host = "some-other-node";
+  EXPECT_EQ(journal_owner(other), JournalOwner::kOtherHost);
+  EXPECT_THAT(describe_owner(other, JournalOwner::kOtherHost), HasSubstr("some-other-node"));
+  other = mine;
+  other.boot_id = "00000000-0000-0000-0000-000000000000";
+  EXPECT_EQ(journal_owner(other), JournalOwner::kOtherBoot);
+}
+
+// The bug this guards against: a job SIGKILLed while profiling left GPU 0 at 225 W with a
+// journal saying 280 W. The next job must put 280 W back before it reads "the limit it found",
+// or it would restore 225 W at its end and delete the only record of 280 W.
+TEST(PowerLimitGuard, RestoresAStaleJournalBeforeTakingTheGpus) {
+  auto spec = site_gpus();
+  spec[0].limit_mw = 225'000;  // as the killed job left it
+  test::FakeNvml fake(spec);
+  test::TempDir dir;
+  const auto journal = dir / "power-limits.journal";
+  write_journal(journal, stale_journal(280'000));
+  {
+    nvml::NvmlGpuSet gpus;
+    PowerLimitGuard guard(gpus, {.journal_path = journal});
+    EXPECT_EQ(fake.limit_mw(0), 280'000) << "restored before anything else";
+    EXPECT_FALSE(std::filesystem::exists(journal)) << "its limits are back";
+    guard.set_power_limit_mw(0, 150'000);
+    EXPECT_THAT(guard.originals(), ElementsAre(Pair(0, 280'000)));
+    EXPECT_EQ(read_journal(journal).pid, ::getpid()) << "now this job's";
+  }
+  EXPECT_EQ(fake.limit_mw(0), 280'000);
+  EXPECT_FALSE(std::filesystem::exists(journal));
+}
+
+TEST(PowerLimitGuard, LeavesAJournalOfALiveJobOrAnotherHostAloneAndRefuses) {
+  test::FakeNvml fake(site_gpus());
+  test::TempDir dir;
+  const auto journal = dir / "power-limits.journal";
+  test::Child sleeper({"/bin/sleep", "30"});
+  PowerLimitJournal live = stale_journal(280'000);
+  live.pid = sleeper.pid();
+  live.pid_start = process_start_ticks(sleeper.pid());
+  PowerLimitJournal other = stale_journal(280'000);
+  other.host = "node-b";
+  for (const auto& [j, says] :
+       {std::pair{live, std::string("still running")}, std::pair{other, std::string("node-b")}}) {
+    write_journal(journal, j);
+    const std::string before = read_file(journal);
+    nvml::NvmlGpuSet gpus;
+    try {
+      PowerLimitGuard guard(gpus, {.journal_path = journal});
+      FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(says));
+      EXPECT_THAT(e.what(), HasSubstr(journal.string()));
+    }
+    EXPECT_EQ(read_file(journal), before) << "never overwritten";
+    EXPECT_EQ(fake.limit_mw(0), 300'000) << "not applied";
+  }
+  sleeper.kill(SIGKILL);
+  sleeper.wait();
+}
+
+TEST(PowerLimitGuard, AJournalOfAPreviousBootIsSetAsideNotApplied) {
+  test::FakeNvml fake(site_gpus());
+  test::TempDir dir;
+  const auto journal = dir / "power-limits.journal";
+  PowerLimitJournal old = stale_journal(150'000);
+  old.boot_id = "00000000-0000-0000-0000-000000000000";
+  write_journal(journal, old);
+  {
+    nvml::NvmlGpuSet gpus;
+    PowerLimitGuard guard(gpus, {.journal_path = journal});
+    EXPECT_EQ(fake.limit_mw(0), 300'000);
+  }
+  EXPECT_FALSE(std::filesystem::exists(journal));
+  EXPECT_EQ(read_journal(journal.string() + ".previous-boot").gpus.at(0).limit_mw, 150'000);
+}
+
+TEST(RestoreLimits, ReportsAJournalThatIsNotAGoneProcesssUnlessForced) {
+  test::FakeNvml fake(site_gpus());
+  test::TempDir dir;
+  const auto journal = dir / "power-limits.journal";
+  PowerLimitJournal other = stale_journal(200'000);
+  other.host = "node-b";
+  write_journal(journal, other);
+  const auto refused =
+      test::run_process({ZEUS_CLI_PATH, "restore-limits", "--journal", journal.string()});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("node-b"));
+  EXPECT_THAT(refused.err, HasSubstr("on that machine"));
+  EXPECT_EQ(fake.limit_mw(0), 300'000);
+  PowerLimitJournal rebooted = stale_journal(200'000);
+  rebooted.boot_id = "00000000-0000-0000-0000-000000000000";
+  write_journal(journal, rebooted);
+  const auto boot =
+      test::run_process({ZEUS_CLI_PATH, "restore-limits", "--journal", journal.string()});
+  EXPECT_EQ(boot.exit_code, 2);
+  EXPECT_THAT(boot.err, HasSubstr("rebooted"));
+  const auto forced = test::run_process(
+      {ZEUS_CLI_PATH, "restore-limits", "--journal", journal.string(), "--force"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(fake.limit_mw(0), 200'000);
+  EXPECT_FALSE(std::filesystem::exists(journal));
 }
 
 TEST(Journal, RejectsForeignFiles) {

@@ -88,6 +88,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       "restore-limits", "Put back the GPU power limits a crashed process recorded in its journal");
   restore_cmd->add_option("--journal", restore.journal, "The power-limits.journal file")
       ->required();
+  restore_cmd->add_flag("--force", restore.force,
+                        "Restore even when the journal's writer still runs, or wrote it on "
+                        "another host or before the last reboot");
 
   launch::LaunchOptions run;
   CLI::App* run_cmd = app.add_subcommand(

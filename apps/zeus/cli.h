@@ -55,6 +55,7 @@ struct ReportCommandOptions {
 
 struct RestoreLimitsCommandOptions {
   std::filesystem::path journal;
+  bool force = false;  // also a journal whose owner runs, or from another host or boot
 };
 
 // zeus run's flags on `cmd`, parsed into `run` (run_flags.cpp).

@@ -104,9 +104,11 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
       },
       "Show only these local ranks' output on the console, e.g. 0 (log files keep all)");
   cmd->add_option_function<std::string>(
-      "--grace-period,--grace_period",
-      [&run](const std::string& text) { run.grace_period = parse_duration(text, "--grace-period"); },
-      "Wait between SIGTERM and SIGKILL when stopping workers (default 30s)")
+         "--grace-period,--grace_period",
+         [&run](const std::string& text) {
+           run.grace_period = parse_duration(text, "--grace-period");
+         },
+         "Wait between SIGTERM and SIGKILL when stopping workers (default 30s)")
       ->type_name("DURATION");
   cmd->add_option_function<double>(
       "--monitor-interval,--monitor_interval",

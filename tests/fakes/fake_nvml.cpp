@@ -5,7 +5,8 @@
 //              "mig_uuids": ["MIG-..."]}],
 //    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1},
 //    "limit_history": [{"gpu": 0, "limit_mw": 150000, "pid": 123}]}
-// The state is read at nvmlInit. Every successful limit set is written back (current limit and
+// The state is read at the first nvmlInit (later ones only count, as NVML's do, until as many
+// nvmlShutdown calls). Every successful limit set is written back (current limit and
 // an appended history entry) under a lock file, so a test can assert, after the process that
 // set limits is gone, which limits were set and restored. Energy grows at power_mw from init.
 // Faults: init_error (nvmlInit returns it), set_no_permission (sets return NO_PERMISSION),
@@ -37,6 +38,7 @@ struct FakeState {
   std::chrono::steady_clock::time_point init_time;
   std::atomic<long> device_calls{0};
   bool initialized = false;
+  int init_count = 0;  // NVML counts nvmlInit calls; nvmlShutdown shuts down at zero
 };
 
 FakeState& fake() {
@@ -135,6 +137,10 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
   return guarded([] {
     FakeState& f = fake();
     std::lock_guard lock(f.mu);
+    if (f.initialized) {
+      ++f.init_count;  // as NVML: a second init in one process shares the first
+      return NVML_SUCCESS;
+    }
     const char* path = std::getenv("FAKE_NVML_STATE");
     if (path == nullptr) {
       return NVML_ERROR_DRIVER_NOT_LOADED;
@@ -147,13 +153,17 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
     f.init_time = std::chrono::steady_clock::now();
     f.device_calls = 0;
     f.initialized = true;
+    f.init_count = 1;
     return NVML_SUCCESS;
   });
 }
 
 FAKE_EXPORT nvmlReturn_t nvmlShutdown() {
   std::lock_guard lock(fake().mu);
-  fake().initialized = false;
+  if (!fake().initialized) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  fake().initialized = --fake().init_count > 0;
   return NVML_SUCCESS;
 }
 

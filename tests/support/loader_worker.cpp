@@ -3,18 +3,21 @@
 // ZEUS_* environment (so the tests exercise it); flags shape the data and the failure cases.
 //   --samples N --batch-size B --max-epochs E --metrics m0,m1,... (epoch k reports m_k, the
 //   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist) --progress (draw
-//   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0 fails at
-//   step N of the first epoch, in the middle of profiling)
+//   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0, or
+//   --kill-rank R, fails at step N of the first epoch, in the middle of profiling) --step-ms M
+//   (each step takes M ms)
 // Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
 // (including the cost threshold), 2 on a configuration error, 1 otherwise.
 #include <ATen/Functions.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zeus/common/errors.h"
@@ -37,7 +40,9 @@ struct Args {
   bool single = false;
   bool progress = false;
   int64_t throw_at_step = -1;  // rank 0 throws from its training loop at this step of epoch 0
-  int64_t kill_at_step = -1;   // rank 0 SIGKILLs itself at this step of epoch 0
+  int64_t kill_at_step = -1;   // rank `kill_rank` SIGKILLs itself at this step of epoch 0
+  int kill_rank = 0;
+  int step_ms = 0;  // each step sleeps this long (a test can act in the middle of profiling)
 };
 
 Args parse(int argc, char** argv) {
@@ -73,6 +78,10 @@ Args parse(int argc, char** argv) {
       a.throw_at_step = *zeus::parse_number<int64_t>(value());
     else if (arg == "--kill-at-step")
       a.kill_at_step = *zeus::parse_number<int64_t>(value());
+    else if (arg == "--kill-rank")
+      a.kill_rank = *zeus::parse_number<int>(value());
+    else if (arg == "--step-ms")
+      a.step_ms = *zeus::parse_number<int>(value());
     else
       throw zeus::ConfigError("unknown flag " + arg);
   }
@@ -116,8 +125,11 @@ int run(const Args& a) {
         if (epoch == 0 && rank == 0 && step == a.throw_at_step) {
           throw std::runtime_error("the training step failed (--throw-at-step)");
         }
-        if (epoch == 0 && rank == 0 && step == a.kill_at_step) {
+        if (epoch == 0 && rank == a.kill_rank && step == a.kill_at_step) {
           ::raise(SIGKILL);
+        }
+        if (a.step_ms > 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(a.step_ms));
         }
         ++step;
         seen += batch.target.size(0);

@@ -5,8 +5,11 @@
 
 #include <array>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 
 extern char** environ;
 
@@ -47,6 +50,56 @@ ChildArgs::ChildArgs(std::vector<std::string> args,
     envp_.push_back(e.data());
   }
   envp_.push_back(nullptr);
+}
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+namespace {
+
+// The fields of /proc/PID/stat after "(comm)", which may itself hold spaces and parentheses.
+std::optional<std::vector<std::string>> stat_fields(int pid) {
+  if (pid <= 0) {
+    return std::nullopt;
+  }
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) {
+    return std::nullopt;
+  }
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) {
+    return std::nullopt;
+  }
+  std::istringstream rest(line.substr(close + 1));
+  std::vector<std::string> fields;
+  for (std::string f; rest >> f;) {
+    fields.push_back(f);
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::optional<unsigned long long> process_start_ticks(int pid) {
+  // After "(comm)": state is field 3, starttime field 22, so index 22 - 3 = 19.
+  const auto fields = stat_fields(pid);
+  if (!fields || fields->size() < 20) {
+    return std::nullopt;
+  }
+  return parse_number<unsigned long long>((*fields)[19]);
+}
+
+bool process_alive(int pid, std::optional<unsigned long long> start_ticks) {
+  const auto fields = stat_fields(pid);
+  if (!fields || fields->empty() || (*fields)[0] == "Z" || (*fields)[0] == "X") {
+    return false;
+  }
+  return !start_ticks || process_start_ticks(pid) == start_ticks;
 }
 
 std::string host_name() {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,5 +73,18 @@ class UniqueFd {
 
 // The host name of this machine, for error messages and journals.
 std::string host_name();
+
+// This boot's id (/proc/sys/kernel/random/boot_id), or "" where the kernel has none: a journal
+// written before a reboot is told from one of this boot by it.
+std::string boot_id();
+
+// When process `pid` started, in clock ticks since boot (/proc/PID/stat, field 22), or
+// std::nullopt when there is no such process. With the pid it names a process for good: a pid
+// the kernel reused for another process has another start time.
+std::optional<unsigned long long> process_start_ticks(int pid);
+
+// Whether `pid` runs (a zombie counts as gone), and when `start_ticks` is given, whether it is
+// the process that started then.
+bool process_alive(int pid, std::optional<unsigned long long> start_ticks = std::nullopt);
 
 }  // namespace zeus

@@ -114,6 +114,12 @@ class SignalRestorer {
 
 PowerLimitGuard::PowerLimitGuard(GpuSet& gpus, PowerLimitGuardOptions options)
     : gpus_(gpus), options_(std::move(options)) {
+  // What an earlier job left lowered goes back before this one reads "the limits it found".
+  if (!options_.journal_path.empty()) {
+    if (const auto settled = settle_stale_journal(options_.journal_path)) {
+      logger().warn("{}", *settled);
+    }
+  }
   if (options_.restore_on_signal) {
     detail::SignalRestorer::instance().add(this);
   }
@@ -142,7 +148,7 @@ void PowerLimitGuard::set_power_limit_mw(int gpu, int64_t limit_mw) {
     gpus_.validate_power_limit_mw(gpu, limit_mw);
     originals_[gpu] = gpus_.power_limit_mw(gpu);
     if (!options_.journal_path.empty()) {
-      PowerLimitJournal journal{gpus_.locator(), host_name(), ::getpid(), {}};
+      PowerLimitJournal journal = journal_of_this_process(gpus_.locator());
       for (const auto& [index, mw] : originals_) {
         journal.gpus.push_back({index, gpus_.uuid(index), mw});
       }

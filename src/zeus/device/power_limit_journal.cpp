@@ -9,6 +9,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
+#include "zeus/common/posix.h"
 #include "zeus/device/discovery.h"
 
 namespace zeus::device {
@@ -31,6 +32,10 @@ void write_journal(const std::filesystem::path& path, const PowerLimitJournal& j
   j["locator"] = journal.locator;
   j["host"] = journal.host;
   j["pid"] = journal.pid;
+  j["boot_id"] = journal.boot_id;
+  if (journal.pid_start) {
+    j["pid_start"] = *journal.pid_start;
+  }
   j["gpus"] = nlohmann::json::array();
   for (const auto& entry : journal.gpus) {
     j["gpus"].push_back(
@@ -56,6 +61,10 @@ PowerLimitJournal read_journal(const std::filesystem::path& path) {
     journal.locator = j.at("locator").get<std::string>();
     journal.host = j.value("host", "");
     journal.pid = j.contains("pid") ? json_int(j["pid"], "pid") : 0;
+    journal.boot_id = j.value("boot_id", "");
+    if (j.contains("pid_start") && j["pid_start"].is_number_unsigned()) {
+      journal.pid_start = j["pid_start"].get<unsigned long long>();
+    }
     for (const auto& g : j.at("gpus")) {
       const int64_t index = json_int(g.at("index"), "GPU index");
       JournalEntry entry{static_cast<int>(std::clamp<int64_t>(index, -1, 1 << 20)),
@@ -117,6 +126,89 @@ RestoreReport restore_from_journal(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
   return report;
+}
+
+PowerLimitJournal journal_of_this_process(std::string locator) {
+  PowerLimitJournal journal;
+  journal.locator = std::move(locator);
+  journal.host = host_name();
+  journal.pid = ::getpid();
+  journal.boot_id = boot_id();
+  journal.pid_start = process_start_ticks(::getpid());
+  return journal;
+}
+
+JournalOwner journal_owner(const PowerLimitJournal& journal) {
+  if (!journal.host.empty() && journal.host != host_name()) {
+    return JournalOwner::kOtherHost;
+  }
+  if (!journal.boot_id.empty() && journal.boot_id != boot_id()) {
+    return JournalOwner::kOtherBoot;
+  }
+  if (journal.pid == ::getpid() &&
+      (!journal.pid_start || journal.pid_start == process_start_ticks(::getpid()))) {
+    return JournalOwner::kThisProcess;
+  }
+  return process_alive(static_cast<int>(journal.pid), journal.pid_start) ? JournalOwner::kAlive
+                                                                         : JournalOwner::kGone;
+}
+
+std::string describe_owner(const PowerLimitJournal& journal, JournalOwner owner) {
+  const std::string who = fmt::format("pid {} on {}", journal.pid, journal.host);
+  switch (owner) {
+    case JournalOwner::kThisProcess:
+      return who + " (this process)";
+    case JournalOwner::kAlive:
+      return who + ", which is still running";
+    case JournalOwner::kGone:
+      return who + ", which ended without restoring them";
+    case JournalOwner::kOtherBoot:
+      return who + ", before this machine's last boot";
+    case JournalOwner::kOtherHost:
+      return who + ", another machine";
+  }
+  return who;
+}
+
+std::optional<std::string> settle_stale_journal(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return std::nullopt;
+  }
+  const PowerLimitJournal journal = read_journal(path);  // corrupt: ConfigError, file kept
+  const JournalOwner owner = journal_owner(journal);
+  switch (owner) {
+    case JournalOwner::kGone: {
+      const RestoreReport report = restore_from_journal(path);
+      return fmt::format("restored the power limits that {} left in {} first: {}",
+                         describe_owner(journal, owner), path.string(),
+                         fmt::join(report.lines, "; "));
+    }
+    case JournalOwner::kOtherBoot: {
+      const auto aside = path.string() + ".previous-boot";
+      std::filesystem::rename(path, aside, ec);
+      if (ec) {
+        throw_posix_error("set aside a journal of a previous boot", path.string(), ec.value());
+      }
+      return fmt::format(
+          "{} was written by {}: the driver reset those limits at the reboot, so it was not "
+          "applied; moved it to {}",
+          path.string(), describe_owner(journal, owner), aside);
+    }
+    case JournalOwner::kAlive:
+    case JournalOwner::kThisProcess:
+      throw ConfigError(fmt::format(
+          "the GPUs' power limits in {} are held by {}: another job on this node controls them "
+          "from this log dir; wait for it to finish, or give this job its own log dir "
+          "(ZEUS_LOG_DIR)",
+          path.string(), describe_owner(journal, owner)));
+    case JournalOwner::kOtherHost:
+      throw ConfigError(fmt::format(
+          "{} was written by {}: nodes that share a log dir need distinct node ranks (each has "
+          "its own journal); check the node ranks, or give each node its own log dir",
+          path.string(), describe_owner(journal, owner)));
+  }
+  return std::nullopt;
 }
 
 }  // namespace zeus::device

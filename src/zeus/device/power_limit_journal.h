@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,13 @@ struct PowerLimitJournal {
   std::string locator;  // GpuSet::locator() of the writer
   std::string host;
   int64_t pid = 0;
+  std::string boot_id;                          // the writer's boot (empty in older journals)
+  std::optional<unsigned long long> pid_start;  // the writer's start time (process_start_ticks)
   std::vector<JournalEntry> gpus;
 };
+
+// A journal for this process's GPUs as they are now (host, pid, boot, start time filled in).
+PowerLimitJournal journal_of_this_process(std::string locator);
 
 inline constexpr const char* kJournalFileName = "power-limits.journal";
 
@@ -43,5 +49,26 @@ struct RestoreReport {
 // ignoring CUDA_VISIBLE_DEVICES), then removes the journal. Throws ConfigError/IoError for a
 // bad journal and DeviceError when a GPU cannot be restored (the journal is then kept).
 RestoreReport restore_from_journal(const std::filesystem::path& path);
+
+// Whose a journal is, seen from this process.
+enum class JournalOwner {
+  kThisProcess,  // written by this process
+  kAlive,        // by a process that still runs on this host: its job holds those GPUs
+  kGone,         // by a process of this host and boot that ended without restoring: restore it
+  kOtherBoot,    // before this machine's last boot: the driver reset those limits since
+  kOtherHost,    // on another machine (a log dir shared across nodes): that machine's to restore
+};
+JournalOwner journal_owner(const PowerLimitJournal& journal);
+// "pid 4121 on gpu07, which is gone", for messages.
+std::string describe_owner(const PowerLimitJournal& journal, JournalOwner owner);
+
+// Before a process takes GPUs whose journal lives at `path`: what an earlier job left there is
+// settled first. A journal whose owner is gone is restored (and removed once every limit is
+// back); one from a previous boot is renamed to `<path>.previous-boot` (the reboot restored its
+// limits); one whose owner still runs, or that another host wrote, is left alone and is a
+// ConfigError saying whose it is and what to do. A journal is never removed or overwritten
+// before its limits are back. Returns what was done, for the log, or std::nullopt when there was
+// no journal. Restore failures throw DeviceError (the journal is kept).
+std::optional<std::string> settle_stale_journal(const std::filesystem::path& path);
 
 }  // namespace zeus::device

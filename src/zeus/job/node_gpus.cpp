@@ -189,10 +189,20 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
     }
   }
   std::filesystem::create_directories(o_.log_dir);
+  const auto journal = o_.log_dir / device::journal_file_name(ranks_.node_rank);
   if (!o_.measure_only) {
+    // The guard first restores what an earlier job left in the journal, then takes the GPUs.
     guard_ = std::make_unique<device::PowerLimitGuard>(
-        *gpus_, device::PowerLimitGuardOptions{
-                    .journal_path = o_.log_dir / device::journal_file_name(ranks_.node_rank)});
+        *gpus_, device::PowerLimitGuardOptions{.journal_path = journal});
+  } else if (std::error_code ec; std::filesystem::exists(journal, ec)) {
+    logger().warn(
+        "{} holds limits an earlier job lowered ({}); measure-only sets no limit, so this job "
+        "measures the GPUs as they are: `zeus restore-limits --journal {}` (as root) puts them "
+        "back",
+        journal.string(),
+        device::describe_owner(device::read_journal(journal),
+                               device::journal_owner(device::read_journal(journal))),
+        journal.string());
   }
   monitor::EnergyMonitorOptions energy_options{.gpus = owned_};
   if (sim_ != nullptr) {

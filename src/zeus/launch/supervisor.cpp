@@ -19,6 +19,7 @@
 #include "zeus/common/posix.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/launch/line_splitter.h"
+#include "zeus/launch/sentinel.h"
 
 namespace zeus::launch {
 namespace {
@@ -80,8 +81,13 @@ class Attempt {
     int stop_signal = 0;  // the launcher was told to stop
   };
 
-  Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd)
-      : plan_(plan), io_(io), restart_count_(restart_count), signal_fd_(signal_fd) {}
+  Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd,
+          Sentinel& sentinel)
+      : plan_(plan),
+        io_(io),
+        restart_count_(restart_count),
+        signal_fd_(signal_fd),
+        sentinel_(sentinel) {}
 
   ~Attempt() {
     // Whatever happens (an exception included), nothing of this attempt outlives it.
@@ -96,9 +102,12 @@ class Attempt {
 
   Result run() {
     workers_.resize(plan_.workers.size());
+    std::vector<pid_t> groups;
     for (size_t i = 0; i < workers_.size(); ++i) {
       start(workers_[i], plan_.workers[i]);
+      groups.push_back(workers_[i].pid);
     }
+    sentinel_.watch(groups);
     std::optional<Clock::time_point> drain_until;
     while (true) {
       const bool all_exited = running_ == 0;
@@ -163,9 +172,11 @@ class Attempt {
     if (pid == 0) {
       // The child: only async-signal-safe calls until exec.
       ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // Catchable, so a worker's PowerLimitGuard restores its limits when the launcher dies; the
+      // sentinel sends SIGKILL after the grace period to a worker that does not end.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) {
-        ::_exit(128 + SIGKILL);  // the launcher died before prctl took effect
+        ::_exit(128 + SIGTERM);  // the launcher died before prctl took effect
       }
       ::dup2(pipes[0][1], STDOUT_FILENO);
       ::dup2(pipes[1][1], STDERR_FILENO);
@@ -342,6 +353,7 @@ class Attempt {
   const SupervisorIo& io_;
   int restart_count_;
   int signal_fd_;
+  Sentinel& sentinel_;
   std::vector<Worker> workers_;
   size_t running_ = 0;
   std::optional<size_t> failed_;
@@ -393,47 +405,60 @@ std::string describe_exit(const WorkerExit& e) {
   return fmt::format("exited with code {}", e.exit_code);
 }
 
+void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
+                     const std::function<void(const std::string&)>& say) {
+  for (const auto& dir : dirs) {
+    const auto path = dir / device::journal_file_name(node_rank);
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      continue;
+    }
+    try {
+      const device::PowerLimitJournal journal = device::read_journal(path);
+      const device::JournalOwner owner = device::journal_owner(journal);
+      if (owner != device::JournalOwner::kGone && owner != device::JournalOwner::kOtherBoot) {
+        continue;  // a live job's (it restores them itself), or another node's on a shared dir
+      }
+      if (const auto settled = device::settle_stale_journal(path)) {
+        say(*settled);
+      }
+    } catch (const Error& e) {
+      say(fmt::format(
+          "could not restore the power limits in {}: {}; run `zeus restore-limits --journal {}` "
+          "once the GPUs are reachable",
+          path.string(), e.what(), path.string()));
+    }
+  }
+}
+
 Supervisor::Supervisor(LaunchPlan plan, SupervisorIo io)
     : plan_(std::move(plan)), io_(std::move(io)) {}
 
+std::vector<std::filesystem::path> Supervisor::journal_dirs() const {
+  std::vector<std::filesystem::path> dirs = io_.journal_dirs;
+  if (!plan_.log_dir.empty()) {
+    dirs.push_back(plan_.log_dir);
+  }
+  return dirs;
+}
+
 int Supervisor::run() {
+  // Before the signal mask and any worker: the sentinel inherits neither.
+  Sentinel sentinel({.journal_dirs = journal_dirs(),
+                     .node_rank = plan_.node_rank,
+                     .grace_period = plan_.grace_period,
+                     .err_fd = io_.err_fd});
   SignalScope signals;
   auto say = [&](const std::string& text) { write_all(io_.err_fd, "zeus run: " + text + "\n"); };
-  auto restore_limits = [&] {
-    std::vector<std::filesystem::path> dirs = io_.journal_dirs;
-    if (!plan_.log_dir.empty())
-      dirs.push_back(plan_.log_dir);
-    for (const auto& dir : dirs) {
-      const auto path = dir / device::journal_file_name(plan_.node_rank);
-      std::error_code ec;
-      if (!std::filesystem::exists(path, ec))
-        continue;
-      try {
-        const device::PowerLimitJournal journal = device::read_journal(path);
-        if (!journal.host.empty() && journal.host != host_name()) {
-          continue;  // another node's journal on a shared file system: that node restores it
-        }
-        const device::RestoreReport report = device::restore_from_journal(path);
-        say(fmt::format("restored the power limits a worker left lowered ({} GPU(s), from {}):",
-                        report.restored, path.string()));
-        for (const auto& line : report.lines)
-          say("  " + line);
-      } catch (const Error& e) {
-        say(
-            fmt::format("could not restore the power limits in {}: {}; run `zeus restore-limits "
-                        "--journal {}` once the GPUs are reachable",
-                        path.string(), e.what(), path.string()));
-      }
-    }
-  };
-
+  const std::vector<std::filesystem::path> journal_dirs = this->journal_dirs();
+  settle_journals(journal_dirs, plan_.node_rank, say);  // an earlier job's, before any worker
   for (int restart = 0;; ++restart) {
     Attempt::Result result;
     {
-      Attempt attempt(plan_, io_, restart, signals.fd());
+      Attempt attempt(plan_, io_, restart, signals.fd(), sentinel);
       result = attempt.run();
     }
-    restore_limits();
+    settle_journals(journal_dirs, plan_.node_rank, say);
     if (result.stop_signal != 0) {
       say(fmt::format("stopped by {}; forwarded it to the workers, all of which have exited",
                       signal_name(result.stop_signal)));

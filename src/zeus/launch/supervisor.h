@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,9 +47,18 @@ class Supervisor {
   int run();
 
  private:
+  // Where workers' power-limit journals may be: SupervisorIo's and the plan's log dir.
+  std::vector<std::filesystem::path> journal_dirs() const;
+
   LaunchPlan plan_;
   SupervisorIo io_;
 };
+
+// The journals of node `node_rank` under `dirs` whose owner is gone (or that a previous boot
+// wrote) are settled (device::settle_stale_journal), telling `say` what was done; those of a
+// live job or another host are left to them. Failures are said, not thrown.
+void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
+                     const std::function<void(const std::string&)>& say);
 
 // "exited with code 3" / "was killed by signal 9 (SIGKILL)".
 std::string describe_exit(const WorkerExit& exit);

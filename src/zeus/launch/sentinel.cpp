@@ -1,0 +1,147 @@
+#include "zeus/launch/sentinel.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <thread>
+
+#include "zeus/common/parse.h"
+#include "zeus/launch/supervisor.h"
+
+namespace zeus::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool group_gone(pid_t pgid) {
+  return ::kill(-pgid, 0) != 0 && errno == ESRCH;
+}
+
+// Waits until every group is gone or `deadline`; true when all are.
+bool wait_gone(const std::vector<pid_t>& groups, Clock::time_point deadline) {
+  while (true) {
+    bool all = true;
+    for (pid_t g : groups) {
+      all = all && group_gone(g);
+    }
+    if (all) {
+      return true;
+    }
+    if (Clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+[[noreturn]] void sentinel_main(int pipe_fd, const SentinelOptions& o) {
+  // Hold nothing of the launcher's but the pipe and the error stream: a reader of the launcher's
+  // stdout sees its end when the launcher ends, not when the sentinel does.
+  const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (o.err_fd != STDERR_FILENO) {
+    ::dup2(o.err_fd, STDERR_FILENO);
+  }
+  if (devnull >= 0) {
+    ::dup2(devnull, STDIN_FILENO);
+    ::dup2(devnull, STDOUT_FILENO);
+  }
+  ::dup2(pipe_fd, 3);
+  ::close_range(4, ~0U, 0);
+  const int fd = 3;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
+    ::sigaction(sig, &ignore, nullptr);
+  }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::vector<pid_t> groups;
+  std::string buffer;
+  char chunk[512];
+  while (true) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;  // the launcher is gone (or its pipe broke): clean up after it
+    }
+    buffer.append(chunk, static_cast<size_t>(n));
+    for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
+      const std::string line = buffer.substr(0, nl);
+      if (line == "D") {
+        ::_exit(0);
+      }
+      if (line.rfind("G", 0) == 0) {
+        groups.clear();
+        for (const auto& word : split(line.substr(1), ' ')) {
+          if (const auto pgid = parse_number<pid_t>(word); pgid && *pgid > 0) {
+            groups.push_back(*pgid);
+          }
+        }
+      }
+    }
+  }
+  const auto say = [&](const std::string& text) {
+    const std::string line = "zeus run (sentinel): " + text + "\n";
+    [[maybe_unused]] ssize_t w = ::write(STDERR_FILENO, line.data(), line.size());
+  };
+  say(fmt::format("the launcher died; stopping its {} worker group(s)", groups.size()));
+  for (pid_t g : groups) {
+    ::kill(-g, SIGTERM);
+  }
+  if (!wait_gone(groups, Clock::now() + o.grace_period)) {
+    for (pid_t g : groups) {
+      ::kill(-g, SIGKILL);
+    }
+    wait_gone(groups, Clock::now() + std::chrono::seconds(5));
+  }
+  settle_journals(o.journal_dirs, o.node_rank, say);
+  ::_exit(0);
+}
+
+}  // namespace
+
+Sentinel::Sentinel(SentinelOptions options) {
+  int fds[2];
+  check_posix(::pipe2(fds, O_CLOEXEC), "create the sentinel's pipe", "zeus run");
+  UniqueFd read_end(fds[0]);
+  pipe_ = UniqueFd(fds[1]);
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    throw_posix_error("fork the sentinel", "zeus run", errno);
+  }
+  if (pid_ == 0) {
+    pipe_.reset();  // only the launcher holds the write end: its death is our end of file
+    ::setsid();
+    sentinel_main(read_end.get(), options);
+  }
+}
+
+Sentinel::~Sentinel() {
+  if (pid_ <= 0) {
+    return;
+  }
+  const char done[] = "D\n";
+  [[maybe_unused]] ssize_t n = ::write(pipe_.get(), done, sizeof(done) - 1);
+  pipe_.reset();
+  ::waitpid(pid_, nullptr, 0);  // it may have been reaped by the supervisor's waitpid(-1) already
+}
+
+void Sentinel::watch(const std::vector<pid_t>& pgids) {
+  std::string line = "G";
+  for (pid_t g : pgids) {
+    line += " " + std::to_string(g);
+  }
+  line += "\n";
+  [[maybe_unused]] ssize_t n = ::write(pipe_.get(), line.data(), line.size());
+}
+
+}  // namespace zeus::launch

@@ -1,0 +1,50 @@
+// What cleans up after a launcher that dies without the chance to (SIGKILL, the OOM killer, a
+// node agent): a process of its own, started with the run, that outlives the launcher.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <vector>
+
+#include "zeus/common/posix.h"
+
+namespace zeus::launch {
+
+struct SentinelOptions {
+  std::vector<std::filesystem::path> journal_dirs;  // where the node's workers journal limits
+  int node_rank = 0;
+  std::chrono::nanoseconds grace_period{};  // SIGTERM, then SIGKILL after this
+  int err_fd = 2;                           // where it says what it did
+};
+
+// Note [the sentinel]: forked when a run starts (the launcher is single-threaded then), in a
+// session of its own (a signal to the launcher's process group, or the terminal's Ctrl-C, does
+// not reach it), ignoring SIGINT, SIGTERM and SIGHUP. One pipe, the launcher writing:
+//   1. "G <pgid> <pgid> ...\n" once an attempt's workers started: their process groups;
+//   2. "D\n" when the run is over: the sentinel exits;
+//   3. end of file without "D": the launcher died. The workers got SIGTERM from their
+//      PR_SET_PDEATHSIG already (so a zeus::DataLoader's guard restores its limits); the
+//      sentinel sends every group SIGTERM too (reaching what the workers started), SIGKILL after
+//      the grace period, and then settles the node's power-limit journals as the launcher would
+//      have (launch::settle_journals).
+// Contract: one per run, used from the launcher's thread.
+class Sentinel {
+ public:
+  explicit Sentinel(SentinelOptions options);
+  // Says "D" and reaps the sentinel.
+  ~Sentinel();
+  Sentinel(const Sentinel&) = delete;
+  Sentinel& operator=(const Sentinel&) = delete;
+
+  // The current attempt's worker process groups.
+  void watch(const std::vector<pid_t>& pgids);
+  pid_t pid() const { return pid_; }
+
+ private:
+  UniqueFd pipe_;  // write end
+  pid_t pid_ = -1;
+};
+
+}  // namespace zeus::launch

@@ -1,0 +1,154 @@
+// Power limits survive every way a run can die: on the fake NVML, a 2-rank zeus::DataLoader job
+// under `zeus run` is SIGKILLed in the middle of profiling, by the launcher, the local master or
+// a non-master rank, and once all at once (a node agent's kill). After each, every GPU is back at
+// the limit it had before the job (280 W, below the 300 W maximum on purpose), no process of the
+// run is left and no journal; then a second job in the same log dir runs clean.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "support/test_support.h"
+
+namespace zeus {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr int64_t kSiteLimitMw = 280'000;
+
+// Pids of the processes whose environment holds ZEUS_TEST_MARK=<mark>: the launcher, its
+// sentinel and its workers.
+std::vector<int> marked(const std::string& mark) {
+  std::vector<int> pids;
+  const std::string needle = "ZEUS_TEST_MARK=" + mark;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string st;
+    std::getline(stat, st);
+    const size_t close = st.rfind(')');
+    const bool zombie = close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z';
+    if (!zombie && env.find(needle + '\0') != std::string::npos) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+struct Job {
+  std::unique_ptr<test::Child> launcher;
+  std::string mark;
+};
+
+Job start_job(const fs::path& log, const std::vector<std::string>& extra) {
+  std::string cmd = std::string(ZEUS_CLI_PATH) +
+                    " run --nproc-per-node 2 --standalone --grace-period 3s " +
+                    ZEUS_LOADER_WORKER_PATH +
+                    " --samples 800 --batch-size 4 --max-epochs 2 --metrics 0.1,0.9 --step-ms 15";
+  for (const auto& a : extra) {
+    cmd += " " + a;
+  }
+  Job job;
+  job.mark = fmt::format("{:x}", std::random_device{}());
+  job.launcher = std::make_unique<test::Child>(
+      std::vector<std::string>{"/bin/sh", "-c", "exec " + cmd + " 2>&1"},
+      std::map<std::string, std::string>{{"ZEUS_DEVICE", "nvml"},
+                                         {"ZEUS_LOG_DIR", log.string()},
+                                         {"ZEUS_TARGET_METRIC", "0.5"},
+                                         {"ZEUS_PROFILE_PARAMS", "2,5"},
+                                         {"ZEUS_TEST_MARK", job.mark}});
+  return job;
+}
+
+bool profiling_lowered_a_limit(const test::FakeNvml& nvml) {
+  for (const auto& [gpu, mw] : nvml.limit_history()) {
+    if (mw < kSiteLimitMw) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void expect_clean(const test::FakeNvml& nvml, const fs::path& log, const std::string& mark,
+                  const std::string& how) {
+  EXPECT_TRUE(eventually([&] { return marked(mark).empty(); }, 30s))
+      << how << ": processes left: " << ::testing::PrintToString(marked(mark));
+  for (int g = 0; g < 2; ++g) {
+    EXPECT_EQ(nvml.limit_mw(g), kSiteLimitMw) << how << ": GPU " << g;
+  }
+  EXPECT_FALSE(fs::exists(log / "power-limits.journal")) << how;
+}
+
+TEST(LimitsSurvive, EveryWayARunCanDieThenTheNextJobRunsClean) {
+  const std::vector<std::string> hows{"launcher", "local master", "non-master rank", "everything"};
+  for (const std::string& how : hows) {
+    test::TempDir dir;
+    std::vector<test::FakeGpu> spec = test::four_a40s();
+    spec.resize(2);
+    for (auto& g : spec) {
+      g.limit_mw = kSiteLimitMw;
+    }
+    test::FakeNvml nvml(spec);
+    const fs::path log = dir / "log";
+    std::vector<std::string> extra;
+    if (how == "local master" || how == "non-master rank") {
+      // Step 20 of epoch 0 is the third limit's window (7 steps per limit): below 280 W.
+      extra = {"--kill-rank", how == "local master" ? "0" : "1", "--kill-at-step", "20"};
+    }
+    Job job = start_job(log, extra);
+    if (how == "launcher" || how == "everything") {
+      ASSERT_TRUE(eventually([&] { return profiling_lowered_a_limit(nvml); }, 60s)) << how;
+      if (how == "launcher") {
+        job.launcher->kill(SIGKILL);
+      } else {
+        for (int pid : marked(job.mark)) {
+          ::kill(pid, SIGKILL);
+        }
+      }
+    }
+    const test::ProcessResult r = job.launcher->wait();
+    EXPECT_NE(r.exit_code, 0) << how << ": " << r.out;
+    if (how == "everything") {
+      // Nothing could act: the journal keeps the site's limit for the next job.
+      ASSERT_TRUE(eventually([&] { return marked(job.mark).empty(); }, 30s));
+      ASSERT_TRUE(fs::exists(log / "power-limits.journal"));
+      EXPECT_LT(std::min(nvml.limit_mw(0), nvml.limit_mw(1)), kSiteLimitMw);
+    } else {
+      expect_clean(nvml, log, job.mark, how);
+    }
+    Job next = start_job(log, {});
+    const test::ProcessResult second = next.launcher->wait();
+    EXPECT_EQ(second.exit_code, 0) << how << ", the next job: " << second.out;
+    if (how == "everything") {
+      EXPECT_THAT(second.out, ::testing::HasSubstr("restored the power limits that pid"))
+          << "the next job restored the journal first";
+    }
+    expect_clean(nvml, log, next.mark, how + ", the next job");
+  }
+}
+
+}  // namespace
+}  // namespace zeus
