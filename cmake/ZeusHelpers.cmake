@@ -33,9 +33,11 @@ function(zeus_target_warnings target)
   endif()
 endfunction()
 
-# zeus_add_test(NAME name SOURCES a.cpp b.cpp LIBS lib... [ENV VAR=value...] [TIMEOUT s])
+# zeus_add_test(NAME name SOURCES a.cpp b.cpp LIBS lib... [ENV VAR=value...] [TIMEOUT s] [SERIAL])
+# SERIAL: its cases run alone (they load the machine, e.g. a real Slurm training a model, and
+# would make the timing of others flaky).
 function(zeus_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;ENV" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "NAME;TIMEOUT" "SOURCES;LIBS;ENV" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -44,5 +46,6 @@ function(zeus_add_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} zeus_test_support GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT})
+    PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT}
+    RUN_SERIAL ${T_SERIAL})
 endfunction()

@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
-  python3-torch
+  python3-torch slurm-wlm munge
 )
 
 missing=()

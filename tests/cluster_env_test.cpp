@@ -4,6 +4,7 @@
 #include <map>
 
 #include "zeus/cluster/env.h"
+#include "zeus/cluster/slurm.h"
 #include "zeus/common/errors.h"
 
 using ::testing::ElementsAre;
@@ -105,14 +106,81 @@ TEST(DetectEnv, SlurmWithCompressedNodeListAndTaskCounts) {
                                        {"SLURM_NODEID", "2"},
                                        {"SLURM_NTASKS_PER_NODE", "4(x2),3"},
                                        {"SLURM_JOB_NODELIST", "gpu[01-02,07],cpu3"},
-                                       {"SLURM_JOB_ID", "123456"}}));
+                                       {"SLURM_JOB_ID", "123456"},
+                                       {"SLURM_STEP_ID", "0"}}));
   EXPECT_EQ(env.source, EnvSource::kSlurm);
   EXPECT_EQ(env.rank, 9);
   EXPECT_EQ(env.local_world_size, 3) << "node 2 runs 3 tasks";
   EXPECT_EQ(env.master_addr, "gpu01");
-  EXPECT_EQ(env.master_port, slurm_default_port("123456"));
+  EXPECT_EQ(env.master_port, slurm_default_port("123456", "0"));
   EXPECT_GE(env.master_port, 15000);
   EXPECT_LT(env.master_port, 35000);
+}
+
+// Variables as a real Slurm 22.05 gives them (recorded with tests/slurm/fixture.sh).
+// `sbatch -N1 --ntasks-per-node=2 --wrap "srun -n1 ./train"`: the step's task sees the job's
+// SLURM_NTASKS_PER_NODE=2 but is alone in its step.
+TEST(DetectEnv, SlurmStepSmallerThanItsJobUsesTheStepsCounts) {
+  const Env env = detect_env({}, vars({{"SLURM_JOB_ID", "2"},
+                                       {"SLURM_STEP_ID", "0"},
+                                       {"SLURM_PROCID", "0"},
+                                       {"SLURM_LOCALID", "0"},
+                                       {"SLURM_NODEID", "0"},
+                                       {"SLURM_NTASKS", "1"},
+                                       {"SLURM_NTASKS_PER_NODE", "2"},
+                                       {"SLURM_TASKS_PER_NODE", "1"},
+                                       {"SLURM_STEP_TASKS_PER_NODE", "1"},
+                                       {"SLURM_JOB_NODELIST", "vm"},
+                                       {"SLURM_STEP_NODELIST", "vm"}}));
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.local_world_size, 1);
+}
+
+// A step on n2 of a job on n[1-2]: the master is the step's first node, not the job's.
+TEST(DetectEnv, SlurmMasterIsTheStepsFirstNode) {
+  const auto task = [](const char* procid, const char* localid) {
+    return vars({{"SLURM_JOB_ID", "7"},
+                 {"SLURM_STEP_ID", "1"},
+                 {"SLURM_PROCID", procid},
+                 {"SLURM_LOCALID", localid},
+                 {"SLURM_NODEID", "0"},
+                 {"SLURM_NTASKS", "2"},
+                 {"SLURM_NNODES", "1"},
+                 {"SLURM_NTASKS_PER_NODE", "2"},
+                 {"SLURM_TASKS_PER_NODE", "2"},
+                 {"SLURM_STEP_TASKS_PER_NODE", "2"},
+                 {"SLURM_JOB_NODELIST", "n[1-2]"},
+                 {"SLURM_STEP_NODELIST", "n2"}});
+  };
+  const Env env = detect_env({}, task("1", "1"));
+  EXPECT_EQ(env.master_addr, "n2");
+  EXPECT_THAT(env.master_source, HasSubstr("SLURM_STEP_NODELIST"));
+  EXPECT_EQ(env.local_world_size, 2);
+  // Two steps of one job get different ports.
+  auto other = task("1", "1");
+  const auto step2 = [other](std::string_view name) -> std::optional<std::string> {
+    return name == "SLURM_STEP_ID" ? std::optional<std::string>("2") : other(name);
+  };
+  EXPECT_NE(detect_env({}, step2).master_port, env.master_port);
+  EXPECT_EQ(env.master_port, slurm_default_port("7", "1"));
+}
+
+// sbatch runs the batch script with the job's SLURM_NTASKS and SLURM_PROCID=0 but no step: a
+// program started there without srun is not one of the job's tasks.
+TEST(DetectEnv, SlurmBatchScriptWithoutSrunSaysWhatToDo) {
+  auto batch = std::map<std::string, std::string, std::less<>>{
+      {"SLURM_JOB_ID", "2"},       {"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"},
+      {"SLURM_NODEID", "0"},       {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
+      {"SLURM_JOB_NODELIST", "vm"}};
+  expect_error({}, vars(batch), "srun PROGRAM");
+  batch["SLURM_NTASKS"] = "1";
+  EXPECT_EQ(detect_env({}, vars(batch)).source, EnvSource::kSingle) << "one task: one process";
+}
+
+TEST(DetectEnv, ResolveErrorNamesWhatFailed) {
+  EXPECT_EQ(resolve_error("127.0.0.1"), std::nullopt);
+  EXPECT_EQ(resolve_error("localhost"), std::nullopt);
+  EXPECT_NE(resolve_error("no-such-host.invalid"), std::nullopt);
 }
 
 TEST(DetectEnv, OpenMpi) {
@@ -140,14 +208,21 @@ TEST(DetectEnv, MalformedAndInconsistentValuesNameTheVariable) {
                      {"MASTER_ADDR", "h"},
                      {"MASTER_PORT", "70000"}}),
                "70000");
-  expect_error({}, vars({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}), "SLURM_LOCALID");
   expect_error({},
-               vars({{"SLURM_PROCID", "0"},
+               vars({{"SLURM_JOB_ID", "1"},
+                     {"SLURM_STEP_ID", "0"},
+                     {"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "1"}}),
+               "SLURM_LOCALID");
+  expect_error({},
+               vars({{"SLURM_JOB_ID", "1"},
+                     {"SLURM_STEP_ID", "0"},
+                     {"SLURM_PROCID", "0"},
                      {"SLURM_NTASKS", "2"},
                      {"SLURM_LOCALID", "0"},
                      {"SLURM_NODEID", "0"},
                      {"SLURM_NTASKS_PER_NODE", "2(x"}}),
-               "SLURM_NTASKS_PER_NODE");
+               "'2(x'");
 }
 
 TEST(SlurmLists, NodeListForms) {

@@ -101,7 +101,8 @@ TEST(FashionMnistExample, DeviceTypeAndMeasureOnly) {
   EXPECT_FALSE(std::filesystem::exists(dir / "m" / "bs64.power.json"));
 }
 
-// What `srun --ntasks 2` on one node gives each task (no torchrun variables).
+// What `srun --ntasks 2` on one node gives each task (no torchrun variables; slurm_test runs
+// the example under a real Slurm).
 TEST(FashionMnistExample, RunsFromSlurmVariables) {
   if (!have_data())
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -112,6 +113,7 @@ TEST(FashionMnistExample, RunsFromSlurmVariables) {
     tasks.push_back(std::make_unique<test::Child>(
         cat(cat({ZEUS_EXAMPLE_PATH}, kQuick), {"--log-dir", dir.path().string()}),
         std::map<std::string, std::string>{{"SLURM_JOB_ID", "77"},
+                                           {"SLURM_STEP_ID", "0"},
                                            {"SLURM_PROCID", id},
                                            {"SLURM_LOCALID", id},
                                            {"SLURM_NTASKS", "2"},

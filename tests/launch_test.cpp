@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "support/test_support.h"
+#include "zeus/cluster/slurm.h"
 #include "zeus/common/errors.h"
 #include "zeus/launch/launch_options.h"
 #include "zeus/launch/line_splitter.h"
@@ -115,15 +116,59 @@ TEST(LaunchPlan, StandaloneAndSlurm) {
   o = options();
   o.slurm = true;
   o.nproc_per_node = "2";
-  const LaunchPlan plan = resolve(o, test_context({{"SLURM_JOB_ID", "1234"},
-                                                   {"SLURM_NNODES", "3"},
-                                                   {"SLURM_NODEID", "2"},
-                                                   {"SLURM_JOB_NODELIST", "gpu[07-09]"}}));
+  // `srun -N3 --ntasks-per-node 1 zeus run --slurm`, as Slurm 22.05 sets it for node 2's task.
+  std::map<std::string, std::string> task{{"SLURM_JOB_ID", "1234"},
+                                          {"SLURM_STEP_ID", "0"},
+                                          {"SLURM_NNODES", "3"},
+                                          {"SLURM_NODEID", "2"},
+                                          {"SLURM_NTASKS", "3"},
+                                          {"SLURM_NTASKS_PER_NODE", "4"},
+                                          {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"},
+                                          {"SLURM_JOB_NODELIST", "gpu[06-09]"},
+                                          {"SLURM_STEP_NODELIST", "gpu[07-09]"}};
+  LaunchPlan plan = resolve(o, test_context(task));
   EXPECT_EQ(plan.nnodes, 3);
   EXPECT_EQ(plan.node_rank, 2);
-  EXPECT_EQ(plan.master_addr, "gpu07");
-  EXPECT_EQ(plan.master_port, cluster::slurm_default_port("1234"));
+  EXPECT_EQ(plan.master_addr, "gpu07") << "the step's first node, not the job's";
+  EXPECT_EQ(plan.master_port, cluster::slurm_default_port("1234", "0"));
   EXPECT_EQ(plan.workers[1].rank, 5);
+  // MASTER_ADDR from the environment wins, as on the direct path.
+  task["MASTER_ADDR"] = "10.1.2.3";
+  EXPECT_EQ(resolve(o, test_context(task)).master_addr, "10.1.2.3");
+  task.erase("MASTER_ADDR");
+  // Two launchers on one node (`srun -N1 -n2 zeus run --slurm`) are refused up front.
+  task["SLURM_STEP_TASKS_PER_NODE"] = "2,1,1";
+  task["SLURM_NODEID"] = "0";
+  try {
+    resolve(o, test_context(task));
+    FAIL() << "two launchers on a node";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("srun --ntasks-per-node 1"));
+  }
+  // The batch script of a multi-node job, without srun.
+  task.erase("SLURM_STEP_ID");
+  task.erase("SLURM_STEP_TASKS_PER_NODE");
+  try {
+    resolve(o, test_context(task));
+    FAIL() << "batch script without srun";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("batch script"));
+  }
+  // An unresolvable master is an error before anything starts, on every node.
+  task["SLURM_STEP_ID"] = "0";
+  task["SLURM_STEP_TASKS_PER_NODE"] = "1(x3)";
+  task["SLURM_NODEID"] = "1";
+  LaunchContext unresolvable = test_context(task);
+  unresolvable.resolve_error = [](const std::string& host) -> std::optional<std::string> {
+    return host == "gpu07" ? std::optional<std::string>("Name or service not known") : std::nullopt;
+  };
+  try {
+    resolve(o, unresolvable);
+    FAIL() << "unresolvable master";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'gpu07' (from the first node of SLURM_STEP_NODELIST)"));
+    EXPECT_THAT(e.what(), HasSubstr("Name or service not known"));
+  }
 
   try {
     resolve(o, test_context());

@@ -23,41 +23,6 @@ using namespace std::chrono_literals;
 
 constexpr int64_t kSiteLimitMw = 280'000;
 
-// Pids of the processes whose environment holds ZEUS_TEST_MARK=<mark>: the launcher, its
-// sentinel and its workers.
-std::vector<int> marked(const std::string& mark) {
-  std::vector<int> pids;
-  const std::string needle = "ZEUS_TEST_MARK=" + mark;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream environ(entry.path() / "environ", std::ios::binary);
-    std::string env((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string st;
-    std::getline(stat, st);
-    const size_t close = st.rfind(')');
-    const bool zombie = close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z';
-    if (!zombie && env.find(needle + '\0') != std::string::npos) {
-      pids.push_back(std::stoi(name));
-    }
-  }
-  return pids;
-}
-
-bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
-
 struct Job {
   std::unique_ptr<test::Child> launcher;
   std::string mark;
@@ -72,7 +37,7 @@ Job start_job(const fs::path& log, const std::vector<std::string>& extra) {
     cmd += " " + a;
   }
   Job job;
-  job.mark = fmt::format("{:x}", std::random_device{}());
+  job.mark = test::new_mark();
   job.launcher = std::make_unique<test::Child>(
       std::vector<std::string>{"/bin/sh", "-c", "exec " + cmd + " 2>&1"},
       std::map<std::string, std::string>{{"ZEUS_DEVICE", "nvml"},
@@ -94,8 +59,8 @@ bool profiling_lowered_a_limit(const test::FakeNvml& nvml) {
 
 void expect_clean(const test::FakeNvml& nvml, const fs::path& log, const std::string& mark,
                   const std::string& how) {
-  EXPECT_TRUE(eventually([&] { return marked(mark).empty(); }, 30s))
-      << how << ": processes left: " << ::testing::PrintToString(marked(mark));
+  EXPECT_TRUE(test::eventually([&] { return test::marked(mark).empty(); }, 30s))
+      << how << ": processes left: " << ::testing::PrintToString(test::marked(mark));
   for (int g = 0; g < 2; ++g) {
     EXPECT_EQ(nvml.limit_mw(g), kSiteLimitMw) << how << ": GPU " << g;
   }
@@ -120,11 +85,11 @@ TEST(LimitsSurvive, EveryWayARunCanDieThenTheNextJobRunsClean) {
     }
     Job job = start_job(log, extra);
     if (how == "launcher" || how == "everything") {
-      ASSERT_TRUE(eventually([&] { return profiling_lowered_a_limit(nvml); }, 60s)) << how;
+      ASSERT_TRUE(test::eventually([&] { return profiling_lowered_a_limit(nvml); }, 60s)) << how;
       if (how == "launcher") {
         job.launcher->kill(SIGKILL);
       } else {
-        for (int pid : marked(job.mark)) {
+        for (int pid : test::marked(job.mark)) {
           ::kill(pid, SIGKILL);
         }
       }
@@ -133,7 +98,7 @@ TEST(LimitsSurvive, EveryWayARunCanDieThenTheNextJobRunsClean) {
     EXPECT_NE(r.exit_code, 0) << how << ": " << r.out;
     if (how == "everything") {
       // Nothing could act: the journal keeps the site's limit for the next job.
-      ASSERT_TRUE(eventually([&] { return marked(job.mark).empty(); }, 30s));
+      ASSERT_TRUE(test::eventually([&] { return test::marked(job.mark).empty(); }, 30s));
       ASSERT_TRUE(fs::exists(log / "power-limits.journal"));
       EXPECT_LT(std::min(nvml.limit_mw(0), nvml.limit_mw(1)), kSiteLimitMw);
     } else {

@@ -2,13 +2,22 @@
 // time in a file $PROBE_DIR/<mode>.<rank>, the moment it reached its milestone:
 //   join: after joining the Gloo process group (zeus::dist::init) and one all-reduce
 //   fail: rank 1 records the time and exits 1 at once; the other ranks wait to be stopped
+//   limits: rank 0 lowers every GPU (the fake NVML in the benchmark) to 150 W through a
+//           PowerLimitGuard journaling to $ZEUS_LOG_DIR, as a DataLoader's local master does;
+//           every rank records, then waits: the benchmark SIGKILLs the launcher and times how
+//           long the GPUs take to get their limits back
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "zeus/device/discovery.h"
+#include "zeus/device/power_limit_guard.h"
+#include "zeus/device/power_limit_journal.h"
 #include "zeus/dist/context.h"
 
 namespace {
@@ -54,6 +63,29 @@ int main(int argc, char** argv) {
     while (true)
       ::pause();
   }
-  std::fprintf(stderr, "usage: probe join|fail\n");
+  if (mode == "limits") {
+    // As zeus::DataLoader's local master does: rank 0 owns the node's GPUs.
+    try {
+      std::optional<zeus::device::PowerLimitGuard> guard;
+      std::unique_ptr<zeus::device::GpuSet> gpus;
+      if (std::string(rank) == "0") {
+        const char* log = std::getenv("ZEUS_LOG_DIR");
+        gpus = zeus::device::open_gpu_set("nvml", {.respect_visible_devices = false});
+        guard.emplace(*gpus, zeus::device::PowerLimitGuardOptions{
+                                 .journal_path = std::string(log != nullptr ? log : ".") + "/" +
+                                                 zeus::device::journal_file_name(0)});
+        for (int g = 0; g < gpus->count(); ++g) {
+          guard->set_power_limit_mw(g, 150'000);
+        }
+      }
+      record(mode, rank);
+      while (true)
+        ::pause();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "probe: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "usage: probe join|fail|limits\n");
   return 2;
 }

@@ -6,7 +6,9 @@ side in one run, 2 workers on this machine:
   start:   time from starting the launcher until every (trivial, shell) worker is running: the
            launcher's own cost, without the ~1 s a libtorch worker needs to load its libraries;
   failure: time from a worker's failure (it records the moment, then exits 1 while the other
-           worker keeps running) until the launcher has exited.
+           worker keeps running) until the launcher has exited;
+  killed:  time from the launcher's SIGKILL, while rank 0 holds two GPUs (the fake NVML) at
+           150 W below their 280 W, until both are back at 280 W (not within 30 s: "never").
 Each measure runs `--runs` times per launcher, interleaved; prints medians and ratios as
 Markdown.
 
@@ -14,7 +16,9 @@ Usage: bench/launcher/run.py [--runs 5]
 """
 import argparse
 import glob
+import json
 import os
+import signal
 import shutil
 import statistics
 import subprocess
@@ -51,7 +55,8 @@ def launchers(args):
 
 def one_run(argv, env, probe_dir, mode):
     for f in glob.glob(os.path.join(probe_dir, "*")):
-        os.remove(f)
+        if os.path.isfile(f):
+            os.remove(f)
     start = time.time()
     proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, timeout=120)
@@ -71,6 +76,67 @@ def one_run(argv, env, probe_dir, mode):
     return end - stamps["1"], proc.returncode
 
 
+def marked(mark):
+    """Pids of the processes whose environment holds BENCH_MARK=<mark>."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"BENCH_MARK={mark}".encode() + b"\0" in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+def fake_state(path, limit_mw):
+    gpus = [{"name": "NVIDIA A40", "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}",
+             "power_mw": 150000, "energy_mj": 0, "limit_mw": limit_mw, "min_limit_mw": 100000,
+             "max_limit_mw": 300000, "default_limit_mw": 300000, "instant_power": True,
+             "energy_counter": True} for i in range(2)]
+    with open(path, "w") as f:
+        json.dump({"gpus": gpus, "faults": {}, "limit_history": []}, f)
+
+
+def killed_run(argv, env, probe_dir, fake_lib, mark):
+    """Seconds from the launcher's SIGKILL until the fake GPUs are back at 280 W, or None."""
+    for f in glob.glob(os.path.join(probe_dir, "*")):
+        if os.path.isfile(f):
+            os.remove(f)
+    state = os.path.join(probe_dir, "nvml.json")
+    log = os.path.join(probe_dir, "log")
+    os.makedirs(log, exist_ok=True)
+    fake_state(state, 280000)
+    env = dict(env, ZEUS_NVML_LIBRARY=fake_lib, FAKE_NVML_STATE=state, ZEUS_LOG_DIR=log,
+               BENCH_MARK=mark)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while len(glob.glob(os.path.join(probe_dir, "limits.*"))) < 2:
+        if time.time() > deadline or proc.poll() is not None:
+            sys.exit(f"{' '.join(argv)}: the workers never lowered the limits")
+        time.sleep(0.005)
+    killed = time.time()
+    proc.kill()
+    proc.wait()
+    took = None
+    while time.time() < killed + 30:
+        try:
+            with open(state) as f:
+                limits = [g["limit_mw"] for g in json.load(f)["gpus"]]
+        except (OSError, ValueError):
+            limits = []
+        if limits and all(mw == 280000 for mw in limits):
+            took = time.time() - killed
+            break
+        time.sleep(0.005)
+    for pid in marked(mark):  # torchrun leaves its workers running: stop them for the next run
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return took
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -78,8 +144,10 @@ def main():
     parser.add_argument("--probe", default=os.path.join(ROOT, "build/release/bench/zeus_launch_probe"))
     parser.add_argument("--pypi-python", default=os.path.join(ROOT, "bench/.venv/bin/python"))
     parser.add_argument("--debian-python", default="/usr/bin/python3")
+    parser.add_argument("--fake-nvml",
+                        default=os.path.join(ROOT, "build/release/tests/fakes/full/libnvidia-ml.so.1"))
     args = parser.parse_args()
-    for path in (args.zeus, args.probe, args.pypi_python, args.debian_python):
+    for path in (args.zeus, args.probe, args.pypi_python, args.debian_python, args.fake_nvml):
         if not os.path.exists(path):
             sys.exit(f"{path} not found: build the release preset with -DZEUS_BUILD_BENCH=ON and "
                      "create bench/.venv (see bench/README.md)")
@@ -115,6 +183,9 @@ def main():
                                  "fail")
             results.setdefault(("failure", "C++ worker", name), []).append(took)
             exit_codes[name] = code
+            restored = killed_run(make(free_port(), [args.probe, "limits"], None), env,
+                                  probe_dir, args.fake_nvml, f"{os.getpid()}-{i}-{len(results)}")
+            results.setdefault(("killed", "C++ worker", name), []).append(restored)
         print(f"run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
     shutil.rmtree(probe_dir, ignore_errors=True)
 
@@ -122,6 +193,10 @@ def main():
     print("| measure | worker | launcher | median | all runs | launcher / zeus run |")
     print("| --- | --- | --- | --- | --- | --- |")
     for (measure, worker, name), values in results.items():
+        if any(v is None for v in values):
+            runs_text = ", ".join("never" if v is None else f"{v:.3f}" for v in values)
+            print(f"| {measure} | {worker} | {name} | never (> 30 s) | {runs_text} | - |")
+            continue
         base = statistics.median(results[(measure, worker, "zeus run")])
         med = statistics.median(values)
         runs_text = ", ".join(f"{v:.3f}" for v in values)

@@ -134,20 +134,23 @@ int train(zeus::dist::Context& ctx, const Options& o) {
     zeus::dist::DistributedSampler test_sampler(
         test_data->size(),
         {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .shuffle = false});
-    return zeus::examples::finish_training(ctx, "test accuracy", o.target_accuracy, [&] {
-      for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
-        train_sampler.set_epoch(epoch);
-        test_sampler.set_epoch(epoch);
-        for (const auto& batch :
-             plain_batches(*train_data, train_sampler, o.batch_size, true, ctx.device())) {
-          train_step(batch);
-        }
-        accuracy =
-            evaluate(ctx, net, plain_batches(*test_data, test_sampler, 1000, false, ctx.device()));
-        end_epoch(epoch);
-      }
-      return accuracy;
-    });
+    return zeus::examples::finish_training(
+        ctx, "test accuracy", o.target_accuracy,
+        [&] {
+          for (int epoch = 0; epoch < o.epochs && accuracy < o.target_accuracy; ++epoch) {
+            train_sampler.set_epoch(epoch);
+            test_sampler.set_epoch(epoch);
+            for (const auto& batch :
+                 plain_batches(*train_data, train_sampler, o.batch_size, true, ctx.device())) {
+              train_step(batch);
+            }
+            accuracy = evaluate(ctx, net,
+                                plain_batches(*test_data, test_sampler, 1000, false, ctx.device()));
+            end_epoch(epoch);
+          }
+          return accuracy;
+        },
+        o.fail_if_not_reached);
   }
 
   zeus::job::JobOptions job = o.job;
@@ -164,17 +167,20 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   zeus::DataLoader eval_loader(test_data, {.batch_size = 1000,
                                            .distributed = zeus::data::Distributed::kDataParallel,
                                            .device = ctx.device()});
-  return zeus::examples::finish_training(ctx, "test accuracy", o.target_accuracy, [&] {
-    for (int epoch : train_loader.epochs()) {
-      for (auto& batch : train_loader) {
-        train_step(batch);
-      }
-      accuracy = evaluate(ctx, net, eval_loader);
-      end_epoch(epoch);
-      train_loader.report_metric(accuracy);
-    }
-    return accuracy;
-  });
+  return zeus::examples::finish_training(
+      ctx, "test accuracy", o.target_accuracy,
+      [&] {
+        for (int epoch : train_loader.epochs()) {
+          for (auto& batch : train_loader) {
+            train_step(batch);
+          }
+          accuracy = evaluate(ctx, net, eval_loader);
+          end_epoch(epoch);
+          train_loader.report_metric(accuracy);
+        }
+        return accuracy;
+      },
+      o.fail_if_not_reached);
 }
 
 }  // namespace

@@ -141,44 +141,47 @@ int train(zeus::dist::Context& ctx, const Options& o) {
                 train_set->classes().size(), static_cast<long long>(train_set->size()),
                 static_cast<long long>(val_set->size()), o.workers);
   }
-  return zeus::examples::finish_training(ctx, "val accuracy", o.target_accuracy, [&] {
-    double accuracy = 0;
-    // Sums stay on the device: reading them per step would wait for the GPU every step.
-    const auto on_device = torch::TensorOptions().device(ctx.device());
-    for (int epoch : train_loader.epochs()) {
-      at::Tensor loss_sum = torch::zeros({}, on_device);
-      int64_t steps = 0;
-      for (auto& batch : train_loader) {
-        optimizer.zero_grad();
-        auto loss = nn::functional::cross_entropy(net->forward(batch.data), batch.target);
-        loss.backward();
-        grad_sync.finish();
-        optimizer.step();
-        loss_sum += loss.detach();
-        ++steps;
-      }
-      torch::NoGradGuard no_grad;
-      net->eval();
-      at::Tensor correct = torch::zeros({}, on_device.dtype(torch::kLong));
-      int64_t total = 0;
-      for (auto& batch : val_loader) {
-        correct += net->forward(batch.data).argmax(1).eq(batch.target).sum();
-        total += batch.target.size(0);
-      }
-      net->train();
-      accuracy = ctx.all_reduce_sum(static_cast<double>(correct.item<int64_t>())) /
-                 ctx.all_reduce_sum(static_cast<double>(total));
-      const double mean_loss = ctx.all_reduce_mean(
-          steps > 0 ? loss_sum.item<double>() / static_cast<double>(steps) : 0.0);
-      if (ctx.is_master()) {
-        std::printf("epoch %d/%d: train loss %.4f, val accuracy %.4f\n", epoch + 1, o.epochs,
-                    mean_loss, accuracy);
-        std::fflush(stdout);
-      }
-      train_loader.report_metric(accuracy);
-    }
-    return accuracy;
-  });
+  return zeus::examples::finish_training(
+      ctx, "val accuracy", o.target_accuracy,
+      [&] {
+        double accuracy = 0;
+        // Sums stay on the device: reading them per step would wait for the GPU every step.
+        const auto on_device = torch::TensorOptions().device(ctx.device());
+        for (int epoch : train_loader.epochs()) {
+          at::Tensor loss_sum = torch::zeros({}, on_device);
+          int64_t steps = 0;
+          for (auto& batch : train_loader) {
+            optimizer.zero_grad();
+            auto loss = nn::functional::cross_entropy(net->forward(batch.data), batch.target);
+            loss.backward();
+            grad_sync.finish();
+            optimizer.step();
+            loss_sum += loss.detach();
+            ++steps;
+          }
+          torch::NoGradGuard no_grad;
+          net->eval();
+          at::Tensor correct = torch::zeros({}, on_device.dtype(torch::kLong));
+          int64_t total = 0;
+          for (auto& batch : val_loader) {
+            correct += net->forward(batch.data).argmax(1).eq(batch.target).sum();
+            total += batch.target.size(0);
+          }
+          net->train();
+          accuracy = ctx.all_reduce_sum(static_cast<double>(correct.item<int64_t>())) /
+                     ctx.all_reduce_sum(static_cast<double>(total));
+          const double mean_loss = ctx.all_reduce_mean(
+              steps > 0 ? loss_sum.item<double>() / static_cast<double>(steps) : 0.0);
+          if (ctx.is_master()) {
+            std::printf("epoch %d/%d: train loss %.4f, val accuracy %.4f\n", epoch + 1, o.epochs,
+                        mean_loss, accuracy);
+            std::fflush(stdout);
+          }
+          train_loader.report_metric(accuracy);
+        }
+        return accuracy;
+      },
+      o.fail_if_not_reached);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 //   restart             print restart_count=N; exit 1 while N < 2, then 0
 //   sleep               print pid=, then wait (for the launcher-killed test)
 //   spam LINES BYTES    print LINES lines of BYTES characters each, "RANK:i:xxx...", at once
+//   whoami              print what cluster::detect_env() makes of the environment (rank, world,
+//                       local, node, master and its source, port), or error=... (exit 2)
 //   limits LOCATOR MW   rank 1 lowers GPU 0 to MW through a PowerLimitGuard journaling to
 //                       $ZEUS_LOG_DIR/power-limits.journal, prints limited, then SIGKILLs itself
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <string>
 
+#include "zeus/cluster/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
@@ -61,6 +64,18 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   g_rank = env_int("RANK");
+  if (mode == "whoami") {
+    try {
+      const zeus::cluster::Env env = zeus::cluster::detect_env();
+      std::printf("rank=%d world=%d local=%d local_world=%d node=%d master=%s port=%d from=%s\n",
+                  env.rank, env.world_size, env.local_rank, env.local_world_size, env.node_rank,
+                  env.master_addr.c_str(), env.master_port, env.master_source.c_str());
+      return 0;
+    } catch (const zeus::Error& e) {
+      std::printf("error=%s\n", e.what());
+      return 2;
+    }
+  }
   if (mode == "env") {
     for (const char* name :
          {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",

@@ -12,10 +12,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "zeus/common/posix.h"
 
@@ -309,6 +312,44 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& argv, int world,
     results.push_back(std::move(r));
   }
   return results;
+}
+
+std::vector<int> marked(const std::string& mark) {
+  std::vector<int> pids;
+  const std::string needle = "ZEUS_TEST_MARK=" + mark + '\0';
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    const std::string env((std::istreambuf_iterator<char>(environ)),
+                          std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string st;
+    std::getline(stat, st);
+    const size_t close = st.rfind(')');
+    const bool zombie = close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z';
+    if (!zombie && env.find(needle) != std::string::npos) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+std::string new_mark() {
+  return std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
 }
 
 }  // namespace zeus::test

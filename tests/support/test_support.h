@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -73,6 +74,15 @@ class FakeNvml {
   std::optional<ScopedEnv> library_env_;
   std::optional<ScopedEnv> state_env_;
 };
+
+// Pids of the running processes whose environment holds ZEUS_TEST_MARK=<mark> (a test marks a
+// run this way, so that it finds every process of it: launcher, sentinel, workers).
+std::vector<int> marked(const std::string& mark);
+// A fresh mark for ZEUS_TEST_MARK.
+std::string new_mark();
+
+// Polls `pred` every 20 ms until it holds or `timeout` passed; its last answer.
+bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 int free_port();

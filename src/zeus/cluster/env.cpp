@@ -1,10 +1,13 @@
 #include "zeus/cluster/env.h"
 
 #include <fmt/format.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <charconv>
 #include <cstdlib>
 
+#include "zeus/cluster/slurm.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 
@@ -83,16 +86,47 @@ void validate(const Env& env) {
   }
 }
 
-std::optional<std::string> first_set(const EnvLookup& lookup, std::string_view a,
-                                     std::string_view b) {
-  auto value = lookup(a);
-  return value ? value : lookup(b);
-}
-
 // MASTER_ADDR/MASTER_PORT, which every source but Slurm needs from the environment.
 void read_master(Env& env, const EnvLookup& lookup) {
   env.master_addr = lookup("MASTER_ADDR").value_or("");
+  env.master_source = "MASTER_ADDR";
   env.master_port = env_int(lookup, "MASTER_PORT").value_or(kDefaultMasterPort);
+}
+
+// A task of a Slurm step: the step's own sizes and nodes (not the job's). False for the batch
+// script's own shell when the job has a single task (then it is one process); a ConfigError
+// saying what to do when the job has several (started without srun, it would wait forever for
+// peers that were never started).
+bool read_slurm_task(Env& env, const EnvLookup& lookup) {
+  const std::optional<SlurmStep> step = read_slurm(lookup);
+  if (!step) {
+    return false;  // SLURM_PROCID without SLURM_JOB_ID: not Slurm's doing
+  }
+  if (!step->in_step()) {
+    if (step->ntasks <= 1) {
+      return false;
+    }
+    throw ConfigError(fmt::format(
+        "this process runs in Slurm job {}'s batch script (SLURM_NTASKS={}, no SLURM_STEP_ID), "
+        "not as one of the job's {} tasks: start it with `srun PROGRAM ...` (one task per GPU), "
+        "or `srun --ntasks-per-node 1 zeus run --slurm --nproc-per-node N PROGRAM ...`",
+        step->job_id, step->ntasks, step->ntasks));
+  }
+  env.rank = *step->procid;
+  env.world_size = step->ntasks;
+  env.local_rank = require_int(lookup, "SLURM_LOCALID", "SLURM_PROCID is");
+  env.node_rank = require_int(lookup, "SLURM_NODEID", "SLURM_PROCID is");
+  env.local_world_size = step->tasks_on_node(env.node_rank);
+  if (auto addr = lookup("MASTER_ADDR")) {
+    env.master_addr = *addr;
+    env.master_source = "MASTER_ADDR";
+  } else if (!step->nodes.empty()) {
+    env.master_addr = step->nodes.front();
+    env.master_source = "the first node of " + step->nodes_var;
+  }
+  env.master_port = env_int(lookup, "MASTER_PORT")
+                        .value_or(slurm_default_port(step->job_id, step->step_id.value_or("")));
+  return true;
 }
 
 }  // namespace
@@ -144,28 +178,8 @@ Env detect_env(const EnvOptions& options, const EnvLookup& lookup) {
     env.local_world_size = env_int(lookup, "LOCAL_WORLD_SIZE").value_or(env.world_size);
     env.node_rank = env_int(lookup, "GROUP_RANK").value_or(env.rank / env.local_world_size);
     read_master(env, lookup);
-  } else if (lookup("SLURM_PROCID") && lookup("SLURM_NTASKS")) {
+  } else if (lookup("SLURM_PROCID") && lookup("SLURM_NTASKS") && read_slurm_task(env, lookup)) {
     env.source = EnvSource::kSlurm;
-    env.rank = *env_int(lookup, "SLURM_PROCID");
-    env.world_size = *env_int(lookup, "SLURM_NTASKS");
-    env.local_rank = require_int(lookup, "SLURM_LOCALID", "SLURM_PROCID is");
-    env.node_rank = require_int(lookup, "SLURM_NODEID", "SLURM_PROCID is");
-    const auto per_node = first_set(lookup, "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
-    env.local_world_size = env.world_size;
-    if (per_node) {
-      const auto counts = expand_slurm_tasks_per_node(*per_node);
-      env.local_world_size =
-          counts.size() == 1
-              ? counts[0]
-              : counts.at(std::min<size_t>(static_cast<size_t>(env.node_rank), counts.size() - 1));
-    }
-    if (auto addr = lookup("MASTER_ADDR")) {
-      env.master_addr = *addr;
-    } else if (auto nodes = first_set(lookup, "SLURM_JOB_NODELIST", "SLURM_NODELIST")) {
-      env.master_addr = expand_slurm_nodelist(*nodes).front();
-    }
-    env.master_port = env_int(lookup, "MASTER_PORT")
-                          .value_or(slurm_default_port(lookup("SLURM_JOB_ID").value_or("0")));
   } else if (lookup("OMPI_COMM_WORLD_RANK") && lookup("OMPI_COMM_WORLD_SIZE")) {
     env.source = EnvSource::kOpenMpi;
     env.rank = *env_int(lookup, "OMPI_COMM_WORLD_RANK");
@@ -189,12 +203,26 @@ Env detect_env(const EnvOptions& options, const EnvLookup& lookup) {
   }
   if (options.master_addr) {
     env.master_addr = *options.master_addr;
+    env.master_source = "the program's options";
   }
   if (options.master_port) {
     env.master_port = *options.master_port;
   }
   validate(env);
   return env;
+}
+
+std::optional<std::string> resolve_error(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0) {
+    return std::string(::gai_strerror(rc));
+  }
+  ::freeaddrinfo(found);
+  return std::nullopt;
 }
 
 std::optional<int> take_local_rank_arg(std::vector<std::string>& args) {
@@ -219,102 +247,6 @@ std::optional<int> take_local_rank_arg(std::vector<std::string>& args) {
     }
   }
   return std::nullopt;
-}
-
-namespace {
-
-// Splits at commas that are not inside brackets.
-std::vector<std::string_view> split_top_level(std::string_view list) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i] == '[') {
-      ++depth;
-    } else if (list[i] == ']') {
-      --depth;
-    } else if (list[i] == ',' && depth == 0) {
-      out.push_back(list.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  out.push_back(list.substr(start));
-  return out;
-}
-
-void expand_host(std::string_view host, std::string_view whole, std::vector<std::string>& out) {
-  const size_t open = host.find('[');
-  if (open == std::string_view::npos) {
-    if (host.find(']') != std::string_view::npos || host.empty()) {
-      throw ConfigError(fmt::format("Slurm node list '{}': bad host '{}'", whole, host));
-    }
-    out.emplace_back(host);
-    return;
-  }
-  const size_t close = host.find(']', open);
-  if (close == std::string_view::npos) {
-    throw ConfigError(fmt::format("Slurm node list '{}': '[' without ']'", whole));
-  }
-  const std::string_view prefix = host.substr(0, open);
-  const std::string_view ranges = host.substr(open + 1, close - open - 1);
-  const std::string_view suffix = host.substr(close + 1);
-  size_t start = 0;
-  while (start <= ranges.size()) {
-    const size_t comma = std::min(ranges.find(',', start), ranges.size());
-    const std::string_view range = ranges.substr(start, comma - start);
-    const size_t dash = range.find('-');
-    const std::string_view lo_text = range.substr(0, dash);
-    const std::string_view hi_text =
-        dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
-    const int lo = parse_int(lo_text, "Slurm node list range");
-    const int hi = parse_int(hi_text, "Slurm node list range");
-    if (lo < 0 || hi < lo || hi - lo > 100'000) {
-      throw ConfigError(fmt::format("Slurm node list '{}': bad range '{}'", whole, range));
-    }
-    for (int n = lo; n <= hi; ++n) {
-      // Zero padding follows the width of the lower bound ("01-04").
-      expand_host(fmt::format("{}{:0{}}{}", prefix, n, lo_text.size(), suffix), whole, out);
-    }
-    start = comma + 1;
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> expand_slurm_nodelist(std::string_view list) {
-  std::vector<std::string> out;
-  for (const std::string_view host : split_top_level(list)) {
-    expand_host(host, list, out);
-  }
-  return out;
-}
-
-std::vector<int> expand_slurm_tasks_per_node(std::string_view list) {
-  std::vector<int> out;
-  for (const std::string_view item : split_top_level(list)) {
-    const size_t paren = item.find("(x");
-    if (paren == std::string_view::npos) {
-      out.push_back(parse_int(item, "SLURM_NTASKS_PER_NODE"));
-      continue;
-    }
-    if (item.back() != ')') {
-      throw ConfigError(fmt::format("SLURM_NTASKS_PER_NODE='{}': '{}' lacks ')'", list, item));
-    }
-    const int count = parse_int(item.substr(0, paren), "SLURM_NTASKS_PER_NODE");
-    const int repeat =
-        parse_int(item.substr(paren + 2, item.size() - paren - 3), "SLURM_NTASKS_PER_NODE");
-    if (repeat < 1 || repeat > 100'000) {
-      throw ConfigError(fmt::format("SLURM_NTASKS_PER_NODE='{}': bad repeat in '{}'", list, item));
-    }
-    out.insert(out.end(), static_cast<size_t>(repeat), count);
-  }
-  return out;
-}
-
-int slurm_default_port(std::string_view job_id) {
-  // A non-numeric id (none seen in practice) maps to 15000, as before.
-  const uint64_t id = parse_number<uint64_t>(job_id).value_or(0);
-  return 15000 + static_cast<int>(id % 20000);
 }
 
 }  // namespace zeus::cluster

@@ -23,7 +23,8 @@ struct Env {
   int world_size = 1;
   int local_world_size = 1;
   int node_rank = 0;
-  std::string master_addr;  // empty for a single process
+  std::string master_addr;    // empty for a single process
+  std::string master_source;  // where master_addr came from, for messages
   int master_port = 0;
   // The launcher (torchrun >= 2.0) already serves its own store on master_port
   // (TORCHELASTIC_USE_AGENT_STORE); zeus::dist then rendezvouses on master_port + 1.
@@ -59,18 +60,11 @@ std::optional<std::string> process_env(std::string_view name);
 // values (rank >= world size, no master address for world size > 1, ...).
 Env detect_env(const EnvOptions& options = {}, const EnvLookup& lookup = process_env);
 
+// std::nullopt when `host` resolves (getaddrinfo), else the resolver's reason.
+std::optional<std::string> resolve_error(const std::string& host);
+
 // Finds and removes `--local_rank=N`, `--local_rank N`, `--local-rank=N` or `--local-rank N`
 // from args (what torch.distributed.launch passes). Throws ConfigError for a bad value.
 std::optional<int> take_local_rank_arg(std::vector<std::string>& args);
-
-// Slurm's compressed host lists: "gpu[01-04,07],cpu3" -> gpu01 gpu02 gpu03 gpu04 gpu07 cpu3;
-// several bracket groups multiply ("r[1-2]n[1-2]"). Throws ConfigError for a malformed list.
-std::vector<std::string> expand_slurm_nodelist(std::string_view list);
-// SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE: "4(x2),3" -> 4 4 3.
-std::vector<int> expand_slurm_tasks_per_node(std::string_view list);
-
-// The rendezvous port a Slurm job uses when MASTER_PORT is unset: derived from the job id so
-// every task of the job agrees without talking (in 15000-34999).
-int slurm_default_port(std::string_view job_id);
 
 }  // namespace zeus::cluster

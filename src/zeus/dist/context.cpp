@@ -115,6 +115,15 @@ Context::Context(const InitOptions& options) : env_(cluster::detect_env(options.
         env_.rank, host_name()));
   }
   if (env_.world_size > 1) {
+    // Every rank fails at once on a master no one can reach by name, instead of retrying the
+    // store until its timeout.
+    if (auto why = cluster::resolve_error(env_.master_addr)) {
+      throw ConfigError(fmt::format(
+          "rank {} (host {}): the master address '{}' (from {}) does not resolve: {}; set "
+          "MASTER_ADDR to an address every node reaches",
+          env_.rank, host_name(), env_.master_addr,
+          env_.master_source.empty() ? "the launcher" : env_.master_source, *why));
+    }
     BackendOptions backend = options.backend;
     backend.kind = backend_kind_;
     backend.cuda_device = device_.is_cuda() ? device_.index() : -1;

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "zeus/cluster/slurm.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
@@ -168,6 +169,7 @@ LaunchContext default_launch_context() {
   context.find_program = find_in_path;
   context.port_busy = port_in_use;
   context.free_port = pick_free_port;
+  context.resolve_error = cluster::resolve_error;
   return context;
 }
 
@@ -189,22 +191,48 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   plan.nnodes = options.nnodes.value_or(1);
   plan.node_rank = options.node_rank.value_or(0);
   plan.master_addr = options.master_addr.value_or("127.0.0.1");
+  std::string master_source = options.master_addr ? "--master-addr" : "the default";
   std::optional<int> port = options.master_port;
   if (options.slurm) {
-    const std::string job_id = required_env(context, "SLURM_JOB_ID");
+    const std::optional<cluster::SlurmStep> step = cluster::read_slurm(context.env);
+    if (!step) {
+      required_env(context, "SLURM_JOB_ID");  // throws, saying how to run under Slurm
+    }
+    if (step->in_step()) {
+      const int here = step->tasks_on_node(step->nodeid.value_or(0));
+      if (here != 1) {
+        throw ConfigError(fmt::format(
+            "--slurm: zeus run is one launcher per node, but this step runs {} tasks on this node "
+            "({}); start it with `srun --ntasks-per-node 1 zeus run --slurm ...` (its "
+            "--nproc-per-node workers are the node's ranks)",
+            here, step->tasks_per_node_var));
+      }
+    } else if (step->nnodes > 1) {
+      throw ConfigError(fmt::format(
+          "--slurm: this is job {}'s batch script (no SLURM_STEP_ID), so zeus run would start only "
+          "this node's workers of a {}-node job; run it as one task per node: `srun "
+          "--ntasks-per-node 1 zeus run --slurm ...`",
+          step->job_id, step->nnodes));
+    }
     if (!options.nnodes) {
-      plan.nnodes = parse_int(required_env(context, "SLURM_NNODES"), "SLURM_NNODES");
+      plan.nnodes = step->nnodes;
     }
     if (!options.node_rank) {
-      plan.node_rank = parse_int(required_env(context, "SLURM_NODEID"), "SLURM_NODEID");
+      plan.node_rank = step->nodeid.value_or(0);
     }
     if (!options.master_addr) {
-      plan.master_addr =
-          cluster::expand_slurm_nodelist(required_env(context, "SLURM_JOB_NODELIST")).at(0);
+      if (auto env_addr = context.env("MASTER_ADDR")) {
+        plan.master_addr = *env_addr;
+        master_source = "MASTER_ADDR";
+      } else if (!step->nodes.empty()) {
+        plan.master_addr = step->nodes.front();
+        master_source = "the first node of " + step->nodes_var;
+      }
     }
     if (!port) {
       const auto env_port = context.env("MASTER_PORT");
-      port = env_port ? parse_int(*env_port, "MASTER_PORT") : cluster::slurm_default_port(job_id);
+      port = env_port ? parse_int(*env_port, "MASTER_PORT")
+                      : cluster::slurm_default_port(step->job_id, step->step_id.value_or(""));
     }
   }
   if (options.standalone) {
@@ -222,6 +250,16 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   }
   if (plan.master_addr.empty()) {
     throw ConfigError("--master-addr is empty");
+  }
+  // Every node fails fast on a master nobody can reach by name, instead of retrying until the
+  // store's timeout.
+  if (context.resolve_error) {
+    if (auto why = context.resolve_error(plan.master_addr)) {
+      throw ConfigError(fmt::format(
+          "the master address '{}' (from {}) does not resolve: {}; give an address every node "
+          "reaches with --master-addr or MASTER_ADDR",
+          plan.master_addr, master_source, *why));
+    }
   }
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 

@@ -98,6 +98,8 @@ struct LaunchContext {
   // the holder when busy. Tests inject.
   std::function<std::optional<std::string>(const std::string& addr, int port)> port_busy;
   std::function<int(const std::string& addr)> free_port;
+  // std::nullopt when the host name resolves, else why not; empty: not checked. Tests inject.
+  std::function<std::optional<std::string>(const std::string& host)> resolve_error;
 };
 LaunchContext default_launch_context();
 

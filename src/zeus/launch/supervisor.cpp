@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -30,6 +31,10 @@ constexpr std::array kHandledSignals = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR
 // How long to keep reading a worker's pipes after it exited, for output that a process it left
 // behind still holds open.
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
+// How long the others may take to end by themselves after a worker exited with a non-zero code,
+// before they are stopped: long enough for ranks finishing the same step, short against the
+// grace period (bench/launcher measures failure-to-exit with it).
+constexpr auto kPeerExitWindow = std::chrono::milliseconds(30);
 
 void write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -79,6 +84,9 @@ class Attempt {
   struct Result {
     std::optional<WorkerExit> failure;
     int stop_signal = 0;  // the launcher was told to stop
+    // Every worker exited by itself with the failure's code (a program's own outcome, such as
+    // "target not reached"), none killed by a signal: nothing was stopped.
+    bool all_exited_alike = false;
   };
 
   Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd,
@@ -117,7 +125,17 @@ class Attempt {
       if (all_exited && (open_streams() == 0 || Clock::now() >= *drain_until)) {
         break;
       }
-      poll_once(all_exited ? std::optional(*drain_until) : kill_at_);
+      std::optional<Clock::time_point> deadline = kill_at_;
+      if (stop_at_ && (!deadline || *stop_at_ < *deadline)) {
+        deadline = stop_at_;
+      }
+      poll_once(all_exited ? std::optional(*drain_until) : deadline);
+      if (stop_at_ && Clock::now() >= *stop_at_) {
+        stop_at_.reset();
+        if (running_ > 0 && !stopping_) {
+          begin_stop(SIGTERM);
+        }
+      }
       if (kill_at_ && Clock::now() >= *kill_at_) {
         signal_all(SIGKILL);
         kill_at_.reset();
@@ -138,6 +156,9 @@ class Attempt {
       Worker& w = workers_[*failed_];
       result.failure = *w.exit;
       result.failure->last_lines = w.tail;
+      result.all_exited_alike = std::all_of(workers_.begin(), workers_.end(), [&](const Worker& o) {
+        return o.exit && o.exit->signal == 0 && o.exit->exit_code == w.exit->exit_code;
+      });
     }
     return result;
   }
@@ -323,7 +344,13 @@ class Attempt {
         w.exit = e;
         if (e.exit_code != 0 && !failed_ && !stopping_) {
           failed_ = i;
-          begin_stop(SIGTERM);
+          if (e.signal != 0) {
+            begin_stop(SIGTERM);  // a crash: the others are stuck waiting for it
+          } else {
+            // A program's own exit code: its peers usually end the same way a moment later
+            // ("target not reached"); give them that moment before stopping them.
+            stop_at_ = Clock::now() + kPeerExitWindow;
+          }
         }
       }
     }
@@ -360,6 +387,7 @@ class Attempt {
   bool stopping_ = false;
   int stop_signal_ = 0;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> stop_at_;  // stop the others then, unless they all ended
 };
 
 // Blocks the handled signals and reads them from a signalfd for the lifetime of the object;
@@ -468,6 +496,16 @@ int Supervisor::run() {
       return 0;
     }
     const WorkerExit& f = *result.failure;
+    if (result.all_exited_alike) {
+      say(fmt::format("all {} workers exited with code {} by themselves (nothing was stopped)",
+                      plan_.workers.size(), f.exit_code));
+      if (restart < plan_.max_restarts && f.exit_code != 0) {
+        say(fmt::format("restarting all workers (restart {} of {})", restart + 1,
+                        plan_.max_restarts));
+        continue;
+      }
+      return f.exit_code;
+    }
     say(fmt::format(
         "rank {} (local rank {}, pid {}, host {}) {} after {:.2f} s; stopped the "
         "other workers{}",
