@@ -102,8 +102,7 @@ TEST_F(Slurm, AStepSmallerThanItsJob) {
 
 // 2. The master is the step's first node, not the job's.
 TEST_F(Slurm, TheMasterIsTheStepsFirstNode) {
-  const Batch b =
-      sbatch({"-N2", "--ntasks-per-node=2", "--wrap", "srun -N1 -n2 -w n2 " + kWhoami});
+  const Batch b = sbatch({"-N2", "--ntasks-per-node=2", "--wrap", "srun -N1 -n2 -w n2 " + kWhoami});
   ASSERT_EQ(b.sbatch.exit_code, 0) << b.sbatch.err << b.out;
   EXPECT_THAT(b.out, HasSubstr("world=2"));
   EXPECT_THAT(b.out, HasSubstr("master=n2"));
@@ -122,8 +121,8 @@ TEST_F(Slurm, TheBatchScriptWithoutSrunSaysWhatToDo) {
 
 // 4. Two `zeus run --slurm` launchers on one node are refused up front.
 TEST_F(Slurm, TwoLaunchersOnOneNodeAreRefused) {
-  const auto r = test::run_process(
-      {slurm_tool("srun"), "-N1", "-n2", ZEUS_CLI_PATH, "run", "--slurm", "--", "/bin/echo", "started"});
+  const auto r = test::run_process({slurm_tool("srun"), "-N1", "-n2", ZEUS_CLI_PATH, "run",
+                                    "--slurm", "--", "/bin/echo", "started"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("srun --ntasks-per-node 1"));
   EXPECT_THAT(r.out, Not(HasSubstr("started")));
@@ -136,8 +135,8 @@ TEST_F(Slurm, AnUnresolvableMasterFailsFastOnEveryRank) {
   const auto direct = test::run_process(
       {slurm_tool("srun"), "-N2", "--ntasks-per-node=1", ZEUS_DIST_WORKER_PATH, "collectives"});
   const auto launcher =
-      test::run_process({slurm_tool("srun"), "-N2", "--ntasks-per-node=1", ZEUS_CLI_PATH, "run", "--slurm",
-                         "--", "/bin/echo", "started"});
+      test::run_process({slurm_tool("srun"), "-N2", "--ntasks-per-node=1", ZEUS_CLI_PATH, "run",
+                         "--slurm", "--", "/bin/echo", "started"});
   EXPECT_LT(std::chrono::steady_clock::now() - start, 60s);
   EXPECT_NE(direct.exit_code, 0);
   EXPECT_NE(launcher.exit_code, 0);
@@ -154,8 +153,9 @@ TEST_F(Slurm, AnUnresolvableMasterFailsFastOnEveryRank) {
 // 6. `zeus run --slurm` honours MASTER_ADDR from the environment, as the direct path does.
 TEST_F(Slurm, ZeusRunSlurmHonoursMasterAddr) {
   test::ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
-  const auto r = test::run_process({slurm_tool("srun"), "-N1", "-n1", ZEUS_CLI_PATH, "run", "--slurm",
-                                    "--nproc-per-node", "2", "--", ZEUS_LAUNCH_WORKER_PATH, "env"});
+  const auto r =
+      test::run_process({slurm_tool("srun"), "-N1", "-n1", ZEUS_CLI_PATH, "run", "--slurm",
+                         "--nproc-per-node", "2", "--", ZEUS_LAUNCH_WORKER_PATH, "env"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[1] MASTER_ADDR=127.0.0.1"));
 }
@@ -176,9 +176,9 @@ TEST_F(Slurm, TheSbatchTemplateRunsAsIsWithOverrides) {
 
 // 8. Two steps of one job running at once on a node get different ports.
 TEST_F(Slurm, TwoStepsOfOneJobGetTheirOwnPorts) {
-  const Batch b = sbatch({"-N1", "-n2", "--wrap",
-                          "srun -n1 --exact " + kWhoami + " & srun -n1 --exact " + kWhoami +
-                              "; wait"});
+  const Batch b =
+      sbatch({"-N1", "-n2", "--wrap",
+              "srun -n1 --exact " + kWhoami + " & srun -n1 --exact " + kWhoami + "; wait"});
   ASSERT_EQ(b.sbatch.exit_code, 0) << b.sbatch.err << b.out;
   std::set<std::string> ports;
   static const std::regex kPort(R"(port=(\d+))");
@@ -193,8 +193,9 @@ TEST_F(Slurm, TwoStepsOfOneJobGetTheirOwnPorts) {
 // rather than reporting a failure that "stopped the other workers".
 TEST_F(Slurm, WorkersThatAllExitAlikeAreNotReportedAsAFailureThatStoppedOthers) {
   test::ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
-  const auto r = test::run_process({slurm_tool("srun"), "-N1", "-n1", ZEUS_CLI_PATH, "run", "--slurm",
-                                    "--nproc-per-node", "2", "--", "/bin/sh", "-c", "exit 3"});
+  const auto r =
+      test::run_process({slurm_tool("srun"), "-N1", "-n1", ZEUS_CLI_PATH, "run", "--slurm",
+                         "--nproc-per-node", "2", "--", "/bin/sh", "-c", "exit 3"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("all 2 workers exited with code 3 by themselves"));
   EXPECT_THAT(r.err, Not(HasSubstr("stopped the other workers")));
@@ -221,8 +222,9 @@ TEST_F(Slurm, ScancelMidProfilingRestoresTheLimits) {
       "srun --ntasks-per-node 1 {} run --slurm --nproc-per-node 2 --grace-period 3s -- {} "
       "--samples 800 --batch-size 4 --max-epochs 3 --step-ms 15",
       ZEUS_CLI_PATH, ZEUS_LOADER_WORKER_PATH);
-  const auto submitted = test::run_process(
-      {slurm_tool("sbatch"), "--parsable", "-N1", "-o", (dir_->path() / "scancel.out").string(), "--wrap", run});
+  const auto submitted =
+      test::run_process({slurm_tool("sbatch"), "--parsable", "-N1", "-o",
+                         (dir_->path() / "scancel.out").string(), "--wrap", run});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
   const bool lowered = test::eventually(
@@ -249,12 +251,13 @@ TEST_F(Slurm, ScancelMidProfilingRestoresTheLimits) {
 TEST_F(Slurm, TwoNodesFormOneWorld) {
   test::ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
   const auto launchers = test::run_process(
-      {slurm_tool("srun"), "-N2", "--ntasks-per-node=1", ZEUS_CLI_PATH, "run", "--slurm", "--nproc-per-node",
-       "2", "--", ZEUS_DIST_WORKER_PATH, "collectives"},
+      {slurm_tool("srun"), "-N2", "--ntasks-per-node=1", ZEUS_CLI_PATH, "run", "--slurm",
+       "--nproc-per-node", "2", "--", ZEUS_DIST_WORKER_PATH, "collectives"},
       120s);
   ASSERT_EQ(launchers.exit_code, 0) << launchers.err;
   const auto tasks = test::run_process(
-      {slurm_tool("srun"), "-N2", "--ntasks-per-node=2", ZEUS_DIST_WORKER_PATH, "collectives"}, 120s);
+      {slurm_tool("srun"), "-N2", "--ntasks-per-node=2", ZEUS_DIST_WORKER_PATH, "collectives"},
+      120s);
   ASSERT_EQ(tasks.exit_code, 0) << tasks.err;
   for (const auto* r : {&launchers, &tasks}) {
     size_t found = 0;

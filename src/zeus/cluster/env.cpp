@@ -32,18 +32,10 @@ std::string_view source_name(EnvSource source) {
   return "?";
 }
 
-int parse_int(std::string_view text, std::string_view what) {
-  const auto value = parse_number<int>(text);
-  if (!value) {
-    throw ConfigError(fmt::format("{}='{}' is not an integer", what, text));
-  }
-  return *value;
-}
-
 // Reads and parses an integer variable; nullopt when unset.
 std::optional<int> env_int(const EnvLookup& lookup, std::string_view name) {
   if (auto value = lookup(name)) {
-    return parse_int(*value, name);
+    return parse_int_or_throw(*value, name);
   }
   return std::nullopt;
 }
@@ -233,14 +225,14 @@ std::optional<int> take_local_rank_arg(std::vector<std::string>& args) {
         if (i + 1 >= args.size()) {
           throw ConfigError(fmt::format("{} needs a value", flag));
         }
-        const int value = parse_int(args[i + 1], flag);
+        const int value = parse_int_or_throw(args[i + 1], flag);
         args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
                    args.begin() + static_cast<std::ptrdiff_t>(i + 2));
         return value;
       }
       if (arg.size() > flag.size() && arg.compare(0, flag.size(), flag) == 0 &&
           arg[flag.size()] == '=') {
-        const int value = parse_int(std::string_view(arg).substr(flag.size() + 1), flag);
+        const int value = parse_int_or_throw(std::string_view(arg).substr(flag.size() + 1), flag);
         args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
         return value;
       }

@@ -11,18 +11,6 @@
 namespace zeus::cluster {
 namespace {
 
-int parse_int(std::string_view text, std::string_view what) {
-  const auto value = parse_number<int>(text);
-  if (!value) {
-    throw ConfigError(fmt::format("{}='{}' is not an integer", what, text));
-  }
-  return *value;
-}
-
-}  // namespace
-
-namespace {
-
 // Splits at commas that are not inside brackets.
 std::vector<std::string_view> split_top_level(std::string_view list) {
   std::vector<std::string_view> out;
@@ -66,8 +54,8 @@ void expand_host(std::string_view host, std::string_view whole, std::vector<std:
     const std::string_view lo_text = range.substr(0, dash);
     const std::string_view hi_text =
         dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
-    const int lo = parse_int(lo_text, "Slurm node list range");
-    const int hi = parse_int(hi_text, "Slurm node list range");
+    const int lo = parse_int_or_throw(lo_text, "Slurm node list range");
+    const int hi = parse_int_or_throw(hi_text, "Slurm node list range");
     if (lo < 0 || hi < lo || hi - lo > 100'000) {
       throw ConfigError(fmt::format("Slurm node list '{}': bad range '{}'", whole, range));
     }
@@ -94,23 +82,23 @@ std::vector<int> expand_slurm_tasks_per_node(std::string_view list) {
   for (const std::string_view item : split_top_level(list)) {
     const size_t paren = item.find("(x");
     if (paren == std::string_view::npos) {
-      out.push_back(parse_int(item, "Slurm tasks per node"));
+      out.push_back(parse_int_or_throw(item, "Slurm tasks per node"));
       continue;
     }
     if (item.back() != ')') {
       throw ConfigError(fmt::format("Slurm tasks-per-node list '{}': '{}' lacks ')'", list, item));
     }
-    const int count = parse_int(item.substr(0, paren), "Slurm tasks per node");
+    const int count = parse_int_or_throw(item.substr(0, paren), "Slurm tasks per node");
     const int repeat =
-        parse_int(item.substr(paren + 2, item.size() - paren - 3), "Slurm tasks per node");
+        parse_int_or_throw(item.substr(paren + 2, item.size() - paren - 3), "Slurm tasks per node");
     if (repeat < 1 || repeat > 100'000) {
-      throw ConfigError(fmt::format("Slurm tasks-per-node list '{}': bad repeat in '{}'", list, item));
+      throw ConfigError(
+          fmt::format("Slurm tasks-per-node list '{}': bad repeat in '{}'", list, item));
     }
     out.insert(out.end(), static_cast<size_t>(repeat), count);
   }
   return out;
 }
-
 
 int slurm_default_port(std::string_view job_id, std::string_view step_id) {
   // A non-numeric id (none seen in practice) counts as 0.
@@ -134,7 +122,7 @@ std::optional<SlurmStep> read_slurm(const EnvLookup& lookup) {
   }
   const auto get_int = [&](std::string_view name) -> std::optional<int> {
     if (auto v = lookup(name)) {
-      return parse_int(*v, name);
+      return parse_int_or_throw(*v, name);
     }
     return std::nullopt;
   };
@@ -146,8 +134,8 @@ std::optional<SlurmStep> read_slurm(const EnvLookup& lookup) {
   s.nodeid = get_int("SLURM_NODEID");
   s.ntasks = get_int("SLURM_NTASKS").value_or(1);
   s.nnodes = get_int("SLURM_NNODES").value_or(1);
-  for (const char* var : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-                          "SLURM_NTASKS_PER_NODE"}) {
+  for (const char* var :
+       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
     if (auto v = lookup(var)) {
       s.tasks_per_node = expand_slurm_tasks_per_node(*v);
       s.tasks_per_node_var = var;

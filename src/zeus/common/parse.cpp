@@ -1,7 +1,11 @@
 #include "zeus/common/parse.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
+
+#include "zeus/common/errors.h"
 
 namespace zeus {
 
@@ -22,6 +26,14 @@ bool iequals(std::string_view a, std::string_view b) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
+}
+
+int parse_int_or_throw(std::string_view text, std::string_view what) {
+  const auto value = parse_number<int>(text);
+  if (!value) {
+    throw ConfigError(fmt::format("{}='{}' is not an integer", what, text));
+  }
+  return *value;
 }
 
 }  // namespace zeus

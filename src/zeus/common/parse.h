@@ -22,6 +22,10 @@ std::optional<T> parse_number(std::string_view text) {
   return value;
 }
 
+// The integer `text` spells exactly; ConfigError "WHAT='TEXT' is not an integer" otherwise
+// (`what` names the flag or variable).
+int parse_int_or_throw(std::string_view text, std::string_view what);
+
 // Case-insensitive ASCII comparison.
 bool iequals(std::string_view a, std::string_view b);
 

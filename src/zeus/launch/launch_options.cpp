@@ -18,14 +18,6 @@
 namespace zeus::launch {
 namespace {
 
-int parse_int(std::string_view text, std::string_view what) {
-  const auto value = parse_number<int>(text);
-  if (!value) {
-    throw ConfigError(fmt::format("{} must be an integer, got '{}'", what, text));
-  }
-  return *value;
-}
-
 std::string required_env(const LaunchContext& context, std::string_view name) {
   auto value = context.env(name);
   if (!value || value->empty()) {
@@ -55,7 +47,7 @@ int resolve_nproc(const std::string& text, const LaunchContext& context) {
     }
     return std::max(1, gpus);
   }
-  const int n = parse_int(text, "--nproc-per-node");
+  const int n = parse_int_or_throw(text, "--nproc-per-node");
   if (n < 1) {
     throw ConfigError(
         fmt::format("--nproc-per-node must be at least 1 (or auto, gpu, cpu), got {}", n));
@@ -73,7 +65,7 @@ int StreamSelection::bits_for(int local_rank) const {
 StreamSelection parse_stream_selection(const std::string& text, const std::string& flag) {
   StreamSelection selection;
   auto bits = [&](std::string_view value) {
-    const int b = parse_int(value, flag);
+    const int b = parse_int_or_throw(value, flag);
     if (b < 0 || b > 3) {
       throw ConfigError(fmt::format(
           "{} takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), optionally per local rank "
@@ -92,7 +84,7 @@ StreamSelection parse_stream_selection(const std::string& text, const std::strin
       throw ConfigError(
           fmt::format("{}: '{}' is not LOCAL_RANK:STREAMS in '{}'", flag, item, text));
     }
-    selection.local_ranks[parse_int(std::string_view(item).substr(0, colon), flag)] =
+    selection.local_ranks[parse_int_or_throw(std::string_view(item).substr(0, colon), flag)] =
         bits(std::string_view(item).substr(colon + 1));
   }
   return selection;
@@ -101,10 +93,10 @@ StreamSelection parse_stream_selection(const std::string& text, const std::strin
 int parse_nnodes(const std::string& text) {
   const size_t colon = text.find(':');
   if (colon == std::string::npos) {
-    return parse_int(text, "--nnodes");
+    return parse_int_or_throw(text, "--nnodes");
   }
-  const int min = parse_int(text.substr(0, colon), "--nnodes MIN");
-  const int max = parse_int(text.substr(colon + 1), "--nnodes MAX");
+  const int min = parse_int_or_throw(text.substr(0, colon), "--nnodes MIN");
+  const int max = parse_int_or_throw(text.substr(colon + 1), "--nnodes MAX");
   if (min != max) {
     throw ConfigError(fmt::format(
         "--nnodes {}: a range asks for elastic membership (nodes joining and leaving), which zeus "
@@ -231,7 +223,7 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     }
     if (!port) {
       const auto env_port = context.env("MASTER_PORT");
-      port = env_port ? parse_int(*env_port, "MASTER_PORT")
+      port = env_port ? parse_int_or_throw(*env_port, "MASTER_PORT")
                       : cluster::slurm_default_port(step->job_id, step->step_id.value_or(""));
     }
   }
