@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: deps configure build test test-cuda torch-wheel demo format format-check bench clean
+.PHONY: deps configure build test test-python test-cuda torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -15,9 +15,17 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET)
 
-# Sets up a fresh Debian machine and passes the test suite.
+# Sets up a fresh Debian machine and passes the test suite: the C++ suites, then the Python
+# package (built and installed into .venv-py) and its pytest suite against Debian's python3-torch.
 test: build
 	ctest --preset $(PRESET)
+	$(MAKE) --no-print-directory test-python
+
+# The Python package alone (the C++ build provides the zeus CLI and the fake NVML the suite uses).
+PYTEST_FLAGS ?= -q -rs
+test-python:
+	scripts/install-python.sh
+	ZEUS_BUILD_DIR=$(BUILD_DIR) .venv-py/bin/python -m pytest $(PYTEST_FLAGS) python/tests
 
 # The same suite against the second supported libtorch: PyTorch's wheel (2.x, CUDA + NCCL),
 # installed into .venv-torch by scripts/install-torch.sh (pinned), or the torch of an existing
@@ -27,10 +35,15 @@ TORCH_PYTHON ?=
 torch-wheel:
 	scripts/install-torch.sh $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON))
 
+# The Python suite runs too, with the same wheel as make test's, under this PyTorch (2.x).
+TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
 test-cuda: deps torch-wheel
 	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
 	cmake --build --preset cuda
 	ctest --preset cuda
+	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
+	PYTHONPATH=$(CURDIR)/build/python-cuda ZEUS_BUILD_DIR=build/cuda $(TORCH_PY) -m pytest $(PYTEST_FLAGS) \
+	  python/tests
 
 # Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
 # profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes

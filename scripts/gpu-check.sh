@@ -10,7 +10,10 @@
 #      mode, twice, alternating with the same model trained by the machine's PyTorch in Python
 #      (bench/gpu_check/torch_step.py), one process each;
 #   4. during the second zeus-cpp epoch samples the GPU with `zeus monitor` and `nvidia-smi`;
-#   5. prints (and writes to OUT/gpu-check.json and .txt) throughput, energy and time per epoch,
+#   5. builds the Python package zeus_cpp against the machine's Python (its pybind11 and
+#      scikit-build-core; with the carried libraries) into a private directory, and trains
+#      examples/python/train.py (ZeusDataLoader) for one epoch on cuda:0 in measure-only mode;
+#   6. prints (and writes to OUT/gpu-check.json and .txt) throughput, energy and time per epoch,
 #      NVML's energy counter against the integral of its power samples over the same window,
 #      NVML's power against nvidia-smi's, and zeus-cpp's step time against PyTorch's.
 # It never changes a power limit, clock or persistence mode: everything runs in measure-only
@@ -83,20 +86,22 @@ configure=(cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebIn
   -DPNG_PNG_INCLUDE_DIR="$sys/include" -DPNG_LIBRARY="$lib/libpng16.so")
 targets=(zeus fashion_mnist gpu_test torch_test zeus_test_dist_worker fake_nvml_full)
 build_cmd="$(printf '%q ' "${configure[@]}") >'$out/configure.log' 2>&1 && cmake --build '$build' -j $jobs --target ${targets[*]} >'$out/build.log' 2>&1"
+# Runs a shell command; with --cpu-only (as root) in a private mount namespace where what the GPU
+# machine lacks is hidden: Debian's copies of the carried packages' headers and CMake configs.
+isolated() {
+  if ((cpu_only)) && [[ $(id -u) -eq 0 ]] && unshare -m true 2>/dev/null; then
+    local hide=""
+    for d in /usr/include/{CLI,nlohmann,fmt,spdlog,gtest,gmock,gloo} /usr/share/cmake/{CLI11,nlohmann_json,Gloo} \
+      /usr/lib/x86_64-linux-gnu/cmake/{fmt,spdlog,GTest}; do
+      [[ -d "$d" ]] && hide+="mount -t tmpfs none $d && "
+    done
+    unshare -m --propagation private sh -c "${hide}$1" && echo "gpu-check: built with Debian's copies hidden: the carried prefix is complete"
+  else
+    sh -c "$1"
+  fi
+}
 start=$(date +%s)
-if ((cpu_only)) && [[ $(id -u) -eq 0 ]] && unshare -m true 2>/dev/null; then
-  # What the GPU machine lacks, hidden for this build only: Debian's copies of the carried
-  # packages' headers, CMake configs and shared objects.
-  hide=""
-  for d in /usr/include/{CLI,nlohmann,fmt,spdlog,gtest,gmock,gloo} /usr/share/cmake/{CLI11,nlohmann_json,Gloo} \
-    /usr/lib/x86_64-linux-gnu/cmake/{fmt,spdlog,GTest}; do
-    [[ -d "$d" ]] && hide+="mount -t tmpfs none $d && "
-  done
-  unshare -m --propagation private sh -c "${hide}${build_cmd}" || fail "build (see $out/configure.log, $out/build.log)"
-  echo "gpu-check: built with Debian's copies hidden: the carried prefix is complete"
-else
-  sh -c "$build_cmd" || fail "build (see $out/configure.log, $out/build.log)"
-fi
+isolated "$build_cmd" || fail "build (see $out/configure.log, $out/build.log)"
 echo "build_s=$(($(date +%s) - start))" >"$out/build.txt"
 grep -E "zeus-cpp:" "$out/configure.log" || true
 
@@ -164,6 +169,35 @@ for rep in 1 2; do
   "$python" bench/gpu_check/torch_step.py "${peer_args[@]}" >"$out/torch_train_$rep.json" \
     2>"$out/torch_train_$rep.err" || fail "torch_step.py: $(tail -20 "$out/torch_train_$rep.err")"
 done
+# --- 5. the Python package on this machine's Python ------------------------------------------
+step "Python package: build and one epoch of examples/python/train.py"
+# The builder needs pybind11 and scikit-build-core: the machine's Python has them; here, where
+# .venv-torch lacks them, Debian's venv builds for the same CPython version.
+builder="$python"
+if ! "$builder" -c 'import pybind11, scikit_build_core' 2>/dev/null; then
+  builder=$(scripts/install-python.sh | tail -1)
+fi
+pyout="$build/python-target"
+rm -rf "$pyout"
+py_build=("$builder" -m pip install --quiet --disable-pip-version-check --no-deps
+  --no-build-isolation --target "$pyout" "$root/python"
+  -C build-dir="$build/python" -C cmake.define.ZEUS_WERROR=OFF -C cmake.define.ZEUS_USE_CCACHE=OFF
+  -C cmake.define.CMAKE_POLICY_VERSION_MINIMUM=3.5 -C cmake.define.CMAKE_PREFIX_PATH="$sys"
+  -C cmake.define.fmt_DIR="$lib/cmake/fmt" -C cmake.define.spdlog_DIR="$lib/cmake/spdlog"
+  -C cmake.define.nlohmann_json_DIR="$sys/share/cmake/nlohmann_json")
+isolated "$(printf '%q ' "${py_build[@]}") >'$out/python-build.log' 2>&1" ||
+  fail "Python package build: $(tail -30 "$out/python-build.log")"
+py_args=(--zeus --epochs 1 --batch-size 64 --target-accuracy 0.99 --data "$carry/fashion-mnist")
+if ((limit_train > 0)); then
+  py_args+=(--limit-train "$limit_train" --limit-test "$limit_train")
+fi
+set +e
+run env PYTHONPATH="$pyout" ZEUS_LOG_DIR="$out/py_log" ZEUS_JOB_ID=gpucheck ZEUS_DEVICE=nvml \
+  "$python" examples/python/train.py "${py_args[@]}" >"$out/python_train.txt" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 0 ]] || fail "examples/python/train.py exited $rc: $(tail -30 "$out/python_train.txt")"
+
 if ((!cpu_only)); then
   nvidia-smi --query-gpu=name,uuid,power.limit,power.default_limit,enforced.power.limit \
     --format=csv >"$out/limit-after.csv"
@@ -174,6 +208,6 @@ else
     "$state" || fail "a power limit was set on the fake NVML in measure-only mode"
 fi
 
-# --- 5. the report --------------------------------------------------------------------------
+# --- 6. the report --------------------------------------------------------------------------
 step "report"
 "$python" bench/gpu_check/report.py "${report_args[@]}"

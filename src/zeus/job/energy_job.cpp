@@ -250,6 +250,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   void report_metric(double metric) { metric_ = metric; }
+  void set_higher_is_better(bool higher_is_better) { o_.higher_is_better = higher_is_better; }
 
   const ResolvedJobOptions& options() const { return o_; }
   RankInfo ranks() const { return ranks_; }
@@ -563,6 +564,10 @@ void EnergyJob::end_eval_epoch() {
   impl_->end_eval_epoch();
 }
 void EnergyJob::report_metric(double metric) {
+  impl_->report_metric(metric);
+}
+void EnergyJob::report_metric(double metric, bool higher_is_better) {
+  impl_->set_higher_is_better(higher_is_better);
   impl_->report_metric(metric);
 }
 const ResolvedJobOptions& EnergyJob::options() const {

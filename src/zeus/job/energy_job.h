@@ -53,6 +53,9 @@ class EnergyJob {
   void end_eval_epoch();
   // The epoch's validation metric, already averaged across ranks; the master's value decides.
   void report_metric(double metric);
+  // As above, stating the metric's direction (Zeus's report_metric(metric, higher_is_better)):
+  // it replaces JobOptions::higher_is_better from this epoch on.
+  void report_metric(double metric, bool higher_is_better);
 
   const ResolvedJobOptions& options() const;
   RankInfo ranks() const;
