@@ -180,11 +180,15 @@ fi
 pyout="$build/python-target"
 rm -rf "$pyout"
 py_build=("$builder" -m pip install --quiet --disable-pip-version-check --no-deps
-  --no-build-isolation --target "$pyout" "$root/python"
-  -C build-dir="$build/python" -C cmake.define.ZEUS_WERROR=OFF -C cmake.define.ZEUS_USE_CCACHE=OFF
-  -C cmake.define.CMAKE_POLICY_VERSION_MINIMUM=3.5 -C cmake.define.CMAKE_PREFIX_PATH="$sys"
-  -C cmake.define.fmt_DIR="$lib/cmake/fmt" -C cmake.define.spdlog_DIR="$lib/cmake/spdlog"
-  -C cmake.define.nlohmann_json_DIR="$sys/share/cmake/nlohmann_json")
+  --no-build-isolation --target "$pyout" "$root/python" --config-settings=build-dir="$build/python")
+# The carried packages by their config directories (a CMAKE_PREFIX_PATH would replace the one
+# through which scikit-build-core finds pybind11).
+for define in ZEUS_WERROR=OFF ZEUS_USE_CCACHE=OFF CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  pybind11_DIR="$("$builder" -c 'import pybind11; print(pybind11.get_cmake_dir())')" \
+  fmt_DIR="$lib/cmake/fmt" spdlog_DIR="$lib/cmake/spdlog" \
+  nlohmann_json_DIR="$sys/share/cmake/nlohmann_json"; do
+  py_build+=(--config-settings=cmake.define.$define)
+done
 isolated "$(printf '%q ' "${py_build[@]}") >'$out/python-build.log' 2>&1" ||
   fail "Python package build: $(tail -30 "$out/python-build.log")"
 py_args=(--zeus --epochs 1 --batch-size 64 --target-accuracy 0.99 --data "$carry/fashion-mnist")

@@ -75,7 +75,7 @@ ensure_venv() {
 ensure_venv "$kBuildVenv" "$kBuildPython"
 rm -rf "$kDist"
 "$kBuildVenv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
-  --no-deps -w "$kDist" ./python
+  --no-deps -w "$kDist" --config-settings=build-dir="$PWD/build/python" ./python
 wheel=$(ls "$kDist"/zeus_cpp-*.whl)
 
 if [[ -z "$target" ]]; then

@@ -277,3 +277,47 @@ def test_a_corrupt_profile_names_its_path(job_env: Path) -> None:
 def test_bad_arguments(job_env: Path, kwargs: dict, error: type) -> None:
     with pytest.raises(error):
         ZeusDataLoader(dataset(), **kwargs)
+
+
+def test_cuda_is_synchronized_at_measurement_timestamps_only(job_env: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """Zeus's rule, with CUDA faked: torch.cuda.synchronize(device) before every timestamp that
+    opens or closes a measurement (loops, profiling windows), never on the step path after."""
+    calls: list[int] = []
+
+    class Props:
+        uuid = "58f9e3b1-0000-0000-0000-000000000000"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: Props())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    train = ZeusDataLoader(dataset(), batch_size=2, max_epochs=4)
+    evaluation = ZeusDataLoader(dataset(), batch_size=8)
+    per_epoch = []
+    for epoch in train.epochs():
+        before, first = len(calls), None
+        for _ in train:
+            first = len(calls) if first is None else first
+        per_epoch.append((first - before, len(calls) - first))
+        for _ in evaluation:
+            pass
+        train.report_metric(0.1)
+    assert set(calls) == {0}
+    assert train.result["profiled"]
+    # Epoch 0 profiles (windows of 2 + 3 steps): the loop's start, then each window's both ends.
+    assert per_epoch[0][0] == 1 and per_epoch[0][1] >= 2 * 5
+    # The last epoch runs at the optimal limit: the loop's start and end only.
+    assert per_epoch[-1] == (1, 1)
+
+
+def test_loader_worker_processes(job_env: Path) -> None:
+    """num_workers and pin_memory go to DataLoader unchanged; the job only sees the batches."""
+    train = ZeusDataLoader(dataset(), batch_size=2, max_epochs=2, num_workers=2,
+                           persistent_workers=True)
+    evaluation = ZeusDataLoader(dataset(), batch_size=8, num_workers=1)
+    assert train.num_workers == 2
+    assert train_loop(train, evaluation, [0.1]) == [0, 1]
+    assert [e["train_iterations"] for e in train.result["epochs"]] == [32, 32]
