@@ -138,6 +138,25 @@ def test_example_under_slurm_srun(slurm: Path, job_env: Path,
     check_example(proc, job_env, "slurm")
 
 
+def test_example_sbatch_template(slurm: Path, job_env: Path, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed's launch method: sbatch script.sh, one task per (here simulated) GPU; the
+    template's defaults overridden from sbatch's command line."""
+    needs_fashion_mnist()
+    monkeypatch.setenv("SLURM_CONF", str(slurm))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("ZEUS_PYTHON", python())
+    out = tmp_path / "sbatch.out"
+    proc = run(["sbatch", "--wait", "-N1", "--ntasks-per-node=2", "-o", out,
+                REPO / "examples" / "python" / "train.sbatch", *EXAMPLE_ARGS[1:]],
+               cwd=REPO, timeout=240)
+    text = out.read_text() if out.exists() else ""
+    assert proc.returncode == 0, explain(proc) + text
+    assert "rank 0 of 2" in text and "(slurm," in text, text
+    result = json.loads((job_env / "zeus+bs64.train.json").read_text())
+    assert result["world_size"] == 2 and result["num_epochs"] == 1
+
+
 # ---- the job across ranks -------------------------------------------------------------------
 
 
