@@ -1,0 +1,232 @@
+// The elastic rendezvous on loopback: rounds of MIN..MAX nodes, node ranks, a node that leaves
+// or goes silent, a newcomer, failures against --max-restarts, join_timeout, a foreign run id.
+#include "zeus/launch/rendezvous.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+
+namespace zeus::launch {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+RendezvousOptions quick(int min_nodes, int max_nodes) {
+  RendezvousOptions o;
+  o.run_id = "job7";
+  o.min_nodes = min_nodes;
+  o.max_nodes = max_nodes;
+  o.last_call = 300ms;
+  o.join_timeout = 20s;
+  o.heartbeat = 50ms;
+  o.keep_alive = 1s;
+  return o;
+}
+
+struct Cluster {
+  explicit Cluster(RendezvousOptions o) : options(o), server("127.0.0.1", 0, o) {}
+  std::unique_ptr<RendezvousClient> node(int nproc = 2) {
+    return std::make_unique<RendezvousClient>("127.0.0.1", server.port(), options,
+                                              RendezvousClient::Node{"127.0.0.1", nproc});
+  }
+  RendezvousOptions options;
+  RendezvousServer server;
+};
+
+// Every client joins at once; the rounds in the clients' order.
+std::vector<RendezvousRound> join_all(const std::vector<RendezvousClient*>& clients) {
+  std::vector<std::future<RendezvousRound>> joins;
+  for (auto* c : clients) {
+    joins.push_back(std::async(std::launch::async, [c] { return c->join(); }));
+  }
+  std::vector<RendezvousRound> rounds;
+  for (auto& j : joins) {
+    rounds.push_back(j.get());
+  }
+  return rounds;
+}
+
+void expect_one_world(const std::vector<RendezvousRound>& rounds, int round, int nproc) {
+  std::set<int> node_ranks;
+  const int n = static_cast<int>(rounds.size());
+  for (const auto& r : rounds) {
+    EXPECT_EQ(r.round, round);
+    EXPECT_EQ(r.nnodes, n);
+    EXPECT_EQ(r.world_size, n * nproc);
+    EXPECT_EQ(r.first_rank, r.node_rank * nproc);
+    EXPECT_EQ(r.master_addr, "127.0.0.1");
+    EXPECT_EQ(r.master_port, rounds[0].master_port);
+    EXPECT_GT(r.master_port, 0);
+    node_ranks.insert(r.node_rank);
+  }
+  EXPECT_EQ(node_ranks.size(), rounds.size()) << "every node its own rank";
+  EXPECT_EQ(*node_ranks.rbegin(), n - 1);
+}
+
+TEST(Rendezvous, MaxNodesCloseTheRoundAtOnce) {
+  Cluster c(quick(2, 3));
+  c.options.last_call = 60s;  // only MAX can close it in time
+  auto a = c.node(), b = c.node(), d = c.node();
+  expect_one_world(join_all({a.get(), b.get(), d.get()}), 0, 2);
+}
+
+TEST(Rendezvous, MinNodesCloseItAfterTheLastCall) {
+  Cluster c(quick(2, 3));
+  auto a = c.node(), b = c.node();
+  const auto start = std::chrono::steady_clock::now();
+  expect_one_world(join_all({a.get(), b.get()}), 0, 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+}
+
+TEST(Rendezvous, ALeavingNodeRestartsTheOthersInASmallerWorld) {
+  Cluster c(quick(2, 3));
+  auto a = c.node(), b = c.node(), d = c.node();
+  join_all({a.get(), b.get(), d.get()});
+  d.reset();  // its launcher is gone: the connection closes
+  for (auto* survivor : {a.get(), b.get()}) {
+    const auto notice = survivor->wait_notice(5s);
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
+    EXPECT_THAT(notice->reason, HasSubstr("left"));
+  }
+  expect_one_world(join_all({a.get(), b.get()}), 1, 2);
+}
+
+TEST(Rendezvous, ANewcomerGrowsTheWorldBack) {
+  Cluster c(quick(2, 3));
+  auto a = c.node(), b = c.node();
+  join_all({a.get(), b.get()});
+  EXPECT_FALSE(a->wait_notice(100ms).has_value()) << "the round runs";
+  auto newcomer = c.node();
+  auto late = std::async(std::launch::async, [&] { return newcomer->join(); });
+  for (auto* member : {a.get(), b.get()}) {
+    const auto notice = member->wait_notice(5s);
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_THAT(notice->reason, HasSubstr("joined"));
+  }
+  auto rounds = join_all({a.get(), b.get()});
+  rounds.push_back(late.get());
+  expect_one_world(rounds, 1, 2);
+}
+
+TEST(Rendezvous, ASilentNodeIsDroppedAfterTheKeepAlive) {
+  Cluster c(quick(2, 3));
+  c.options.last_call = 300ms;
+  auto a = c.node(), b = c.node();
+  // A node that joins and then never sends a heartbeat (a machine that lost its network).
+  UniqueFd silent(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(c.server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(silent.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string join = R"({"op":"join","run_id":"job7","host":"127.0.0.1","nproc":2,"port":1})"
+                           "\n";
+  ASSERT_EQ(::send(silent.get(), join.data(), join.size(), 0), static_cast<ssize_t>(join.size()));
+  const auto rounds = join_all({a.get(), b.get()});
+  EXPECT_EQ(rounds[0].nnodes, 3);
+  const auto notice = a->wait_notice(5s);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_THAT(notice->reason, HasSubstr("sent no heartbeat for 1.0 s"));
+  ASSERT_TRUE(b->wait_notice(5s).has_value());
+  expect_one_world(join_all({a.get(), b.get()}), 1, 2);
+}
+
+TEST(Rendezvous, FailuresCountAgainstMaxRestartsThenTheRunIsAborted) {
+  auto o = quick(2, 2);
+  o.max_restarts = 1;
+  Cluster c(o);
+  auto a = c.node(), b = c.node();
+  join_all({a.get(), b.get()});
+  a->report_failure("worker 1 exited with code 1");
+  for (auto* n : {a.get(), b.get()}) {
+    const auto notice = n->wait_notice(5s);
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
+    EXPECT_THAT(notice->reason, HasSubstr("worker 1 exited with code 1"));
+  }
+  const auto again = join_all({a.get(), b.get()});
+  EXPECT_EQ(again[0].round, 1);
+  b->report_failure("worker 3 killed by SIGSEGV");
+  for (auto* n : {a.get(), b.get()}) {
+    const auto notice = n->wait_notice(5s);
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kAbort);
+    EXPECT_THAT(notice->reason, HasSubstr("exceed --max-restarts 1"));
+  }
+  EXPECT_THROW(a->join(), DistError);
+}
+
+TEST(Rendezvous, AloneBelowMinGivesUpAfterTheJoinTimeout) {
+  auto o = quick(2, 3);
+  o.join_timeout = 400ms;
+  Cluster c(o);
+  auto a = c.node();
+  try {
+    a->join();
+    FAIL() << "joined alone";
+  } catch (const TimeoutError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("1 node(s) joined, at least 2 needed"));
+    EXPECT_THAT(e.what(), HasSubstr("join_timeout 0.4 s"));
+    EXPECT_THAT(e.what(), HasSubstr("--rdzv-id"));
+  }
+}
+
+TEST(Rendezvous, NothingListeningIsSaidAfterTheJoinTimeout) {
+  auto o = quick(1, 1);
+  o.join_timeout = 200ms;
+  int port = 0;
+  {
+    RendezvousServer probe("127.0.0.1", 0, o);
+    port = probe.port();
+  }
+  RendezvousClient a("127.0.0.1", port, o, {"127.0.0.1", 1});
+  EXPECT_THROW(
+      {
+        try {
+          a.join();
+        } catch (const TimeoutError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("nothing listens on 127.0.0.1:"));
+          throw;
+        }
+      },
+      TimeoutError);
+}
+
+TEST(Rendezvous, ANodeOfAnotherRunIsRefused) {
+  Cluster c(quick(1, 2));
+  auto other = c.options;
+  other.run_id = "job8";
+  RendezvousClient stranger("127.0.0.1", c.server.port(), other, {"127.0.0.1", 1});
+  try {
+    stranger.join();
+    FAIL() << "joined another run";
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("serves rendezvous id 'job7', not 'job8'"));
+  }
+}
+
+TEST(Rendezvous, BadSizesAndABusyPortAreRefused) {
+  EXPECT_THROW(RendezvousServer("127.0.0.1", 0, quick(3, 2)), ConfigError);
+  Cluster c(quick(1, 1));
+  try {
+    RendezvousServer second("127.0.0.1", c.server.port(), quick(1, 1));
+    FAIL() << "two servers on one port";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(std::to_string(c.server.port())));
+  }
+}
+
+}  // namespace
+}  // namespace zeus::launch
