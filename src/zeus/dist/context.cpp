@@ -128,6 +128,10 @@ Context::Context(const InitOptions& options) : env_(cluster::detect_env(options.
     backend.kind = backend_kind_;
     backend.cuda_device = device_.is_cuda() ? device_.index() : -1;
     backend_ = std::make_unique<Backend>(env_, backend);
+    // Returns once every rank is connected: a rank that fails right after init (a bad option,
+    // which every rank then reports alike) cannot cut a peer's connection still being set up,
+    // which would make that peer's failure look like the cause.
+    backend_->barrier();
   }
   logger().debug("joined: {}; device {}, backend {}", env_.describe(), device_.str(),
                  backend_name(backend_kind_));
