@@ -15,6 +15,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
+#include "zeus/launch/elastic.h"
 
 namespace zeus::launch {
 namespace {
@@ -226,6 +227,74 @@ TEST(Rendezvous, BadSizesAndABusyPortAreRefused) {
   } catch (const IoError& e) {
     EXPECT_THAT(e.what(), HasSubstr(std::to_string(c.server.port())));
   }
+}
+
+TEST(RdzvConf, TorchrunsKeysInSeconds) {
+  RendezvousOptions o;
+  apply_rdzv_conf("join_timeout=12.5,last_call_timeout=3,read_timeout=8", o);
+  EXPECT_EQ(o.join_timeout, 12500ms);
+  EXPECT_EQ(o.last_call, 3000ms);
+  EXPECT_EQ(o.keep_alive, 8000ms);
+  EXPECT_LE(o.heartbeat, 2000ms) << "several heartbeats within the silence that drops a node";
+  apply_rdzv_conf("read_timeout=0.2", o);
+  EXPECT_EQ(o.heartbeat, 50ms);
+}
+
+TEST(RdzvConf, UnknownKeysAndBadValuesNameWhatIsSupported) {
+  RendezvousOptions o;
+  try {
+    apply_rdzv_conf("timeout=3", o);
+    FAIL() << "accepted an unknown key";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'timeout'"));
+    EXPECT_THAT(e.what(), HasSubstr("join_timeout, last_call_timeout and read_timeout"));
+  }
+  for (const char* bad : {"join_timeout=abc", "join_timeout=0", "last_call_timeout"}) {
+    EXPECT_THROW(apply_rdzv_conf(bad, o), ConfigError) << bad;
+  }
+}
+
+TEST(ApplyRound, GivesTheWorkersTheRoundsRanksWorldAndMaster) {
+  LaunchPlan plan;
+  for (int local = 0; local < 2; ++local) {
+    WorkerSpec w;
+    w.local_rank = local;
+    w.rank = local;
+    w.env = {{"RANK", std::to_string(local)},
+             {"LOCAL_RANK", std::to_string(local)},
+             {"WORLD_SIZE", "2"},
+             {"ROLE_NAME", "trainer"}};
+    plan.workers.push_back(w);
+  }
+  const RendezvousRound round{.round = 1,
+                              .node_rank = 1,
+                              .nnodes = 3,
+                              .world_size = 6,
+                              .first_rank = 2,
+                              .master_addr = "10.0.0.1",
+                              .master_port = 29400};
+  apply_round(plan, round);
+  EXPECT_EQ(plan.node_rank, 1);
+  EXPECT_EQ(plan.nnodes, 3);
+  EXPECT_EQ(plan.world_size, 6);
+  EXPECT_EQ(plan.master_addr, "10.0.0.1");
+  for (int local = 0; local < 2; ++local) {
+    const auto& w = plan.workers[static_cast<size_t>(local)];
+    EXPECT_EQ(w.rank, 2 + local);
+    EXPECT_EQ(w.env.at("RANK"), std::to_string(2 + local));
+    EXPECT_EQ(w.env.at("ROLE_RANK"), std::to_string(2 + local));
+    EXPECT_EQ(w.env.at("LOCAL_RANK"), std::to_string(local));
+    EXPECT_EQ(w.env.at("WORLD_SIZE"), "6");
+    EXPECT_EQ(w.env.at("ROLE_WORLD_SIZE"), "6");
+    EXPECT_EQ(w.env.at("GROUP_RANK"), "1");
+    EXPECT_EQ(w.env.at("GROUP_WORLD_SIZE"), "3");
+    EXPECT_EQ(w.env.at("MASTER_ADDR"), "10.0.0.1");
+    EXPECT_EQ(w.env.at("MASTER_PORT"), "29400");
+    EXPECT_EQ(w.env.at("ROLE_NAME"), "trainer");
+  }
+  RendezvousRound too_small = round;
+  too_small.world_size = 3;
+  EXPECT_THROW(apply_round(plan, too_small), InternalError);
 }
 
 }  // namespace
