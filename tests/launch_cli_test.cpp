@@ -67,10 +67,17 @@ TEST(ZeusRunCommandLine, TorchrunFlagsDoWhatTorchrunDoes) {
 
 TEST(ZeusRunCommandLine, UnsupportedTorchrunFlagsAreRefusedWithWhatIsSupported) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
-      {{"--nnodes", "1:4"}, "elastic membership"},
-      {{"--rdzv-backend", "etcd-v2"}, "use static, or c10d on a single node"},
-      {{"--rdzv-backend", "c10d", "--nnodes", "2"}, "use --rdzv-backend static with --node-rank"},
-      {{"--rdzv-conf", "join_timeout=60"}, "--rdzv-conf 'join_timeout=60'"},
+      {{"--nnodes", "1:4"}, "elastic membership: add --rdzv-backend c10d --rdzv-endpoint"},
+      {{"--nnodes", "3:2"}, "1 <= MIN <= MAX"},
+      {{"--rdzv-backend", "etcd-v2"}, "use static (each node gives --node-rank"},
+      {{"--rdzv-backend", "c10d", "--nnodes", "2"}, "needs --rdzv-endpoint HOST[:PORT]"},
+      {{"--rdzv-backend", "c10d", "--nnodes", "1:2", "--rdzv-endpoint", "127.0.0.1:1",
+        "--node-rank", "0"},
+       "the rendezvous numbers the nodes"},
+      {{"--rdzv-backend", "c10d", "--nnodes", "1:2", "--rdzv-endpoint", "127.0.0.1:1",
+        "--rdzv-conf", "timeout=3"},
+       "join_timeout, last_call_timeout and read_timeout"},
+      {{"--rdzv-conf", "join_timeout=60"}, "this run is static: drop it"},
       {{"--local-addr", "10.0.0.2"}, "--local-addr 10.0.0.2"},
       {{"--run-path"}, "give the script itself"},
       {{"--start-method", "thread"}, "use spawn, fork or forkserver"},
@@ -89,9 +96,13 @@ TEST(ZeusRunCommandLine, UnsupportedTorchrunFlagsAreRefusedWithWhatIsSupported) 
 }
 
 TEST(ZeusRunCommandLine, ParseNnodes) {
-  EXPECT_EQ(parse_nnodes("3"), 3);
-  EXPECT_EQ(parse_nnodes("2:2"), 2);
-  EXPECT_THROW(parse_nnodes("1:2"), ConfigError);
+  EXPECT_EQ(parse_nnodes("3").min, 3);
+  EXPECT_EQ(parse_nnodes("3").max, 3);
+  EXPECT_EQ(parse_nnodes("2:2").min, 2);
+  EXPECT_EQ(parse_nnodes("1:4").min, 1);
+  EXPECT_EQ(parse_nnodes("1:4").max, 4);
+  EXPECT_THROW(parse_nnodes("0"), ConfigError);
+  EXPECT_THROW(parse_nnodes("3:2"), ConfigError);
   EXPECT_THROW(parse_nnodes("a:b"), ConfigError);
   EXPECT_THROW(parse_nnodes("two"), ConfigError);
 }

@@ -20,8 +20,13 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
                   "Workers on this node: N, auto (one per visible GPU, else 1), gpu or cpu")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
-      "--nnodes", [&run](const std::string& text) { run.nnodes = launch::parse_nnodes(text); },
-      "Nodes: N, or MIN:MAX with MIN = MAX (static); default 1");
+      "--nnodes",
+      [&run](const std::string& text) {
+        const launch::NodeCount n = launch::parse_nnodes(text);
+        run.min_nnodes = n.min;
+        run.nnodes = n.max;
+      },
+      "Nodes: N, or MIN:MAX (elastic, with --rdzv-backend c10d); default 1");
   cmd->add_option("--node-rank,--node_rank", run.node_rank, "This node's rank; default 0");
   cmd->add_option("--master-addr,--master_addr", run.master_addr,
                   "Address of node 0; default 127.0.0.1");
@@ -42,12 +47,13 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
         }
         run.master_port = *port;
       },
-      "HOST[:PORT]: the same as --master-addr/--master-port; port 0 on one node: a free one");
+      "HOST[:PORT]: static, the same as --master-addr/--master-port (port 0 on one node: a free "
+      "one); c10d over several nodes: the host whose zeus run serves the rendezvous (port 29400)");
   cmd->add_option("--rdzv-backend,--rdzv_backend", run.rdzv_backend,
-                  "static (default), or c10d on a single node; elastic backends are refused")
+                  "static (default), or c10d: elastic over several nodes or --nnodes MIN:MAX")
       ->capture_default_str();
   cmd->add_option("--rdzv-conf,--rdzv_conf", run.rdzv_conf,
-                  "torchrun's elastic rendezvous settings: refused (not supported yet)");
+                  "Elastic: join_timeout=S,last_call_timeout=S,read_timeout=S (torchrun's keys)");
   cmd->add_option("--rdzv-id,--rdzv_id,--run-id,--run_id", run.run_id,
                   "Run id (TORCHELASTIC_RUN_ID); default random");
   cmd->add_flag("--standalone", run.standalone,
@@ -57,7 +63,7 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
       ->capture_default_str();
   cmd->add_option("--role", run.role, "The workers' role name (ROLE_NAME)")->capture_default_str();
   cmd->add_option("--local-addr,--local_addr", run.local_addr,
-                  "torchrun's c10d rendezvous address of this node: refused (not used)");
+                  "Elastic: how the other nodes reach this one (default: the host name)");
   cmd->add_option("--start-method,--start_method", run.start_method,
                   "spawn, fork or forkserver: accepted; every worker runs as its own program")
       ->capture_default_str();

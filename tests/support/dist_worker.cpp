@@ -5,6 +5,7 @@
 //   gradient_sync: GradientSync against one process on the union of the data
 //   unused_params: find_unused_parameters on and off
 //   peer_dies:   rank 1 exits right after init; rank 0's all-reduce must fail, not hang
+//   elastic FILE: all-reduce 1 (the world size), print it, wait until FILE exists
 // ZEUS_TEST_DEVICE (auto|cuda|cpu), ZEUS_TEST_BACKEND (nccl|gloo) and ZEUS_TEST_CUDA_DEVICE pick
 // the device and backend (gpu_test: CUDA tensors; two ranks may share one GPU over Gloo).
 #include <torch/nn/functional/loss.h>
@@ -15,9 +16,12 @@
 #include <torch/utils.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "zeus/common/errors.h"
 #include "zeus/dist/context.h"
@@ -213,6 +217,16 @@ int main(int argc, char** argv) {
       std::printf("stat_before=%.1f\n", module->stat.sum().item<double>());
       sync.prepare_forward();
       std::printf("stat_after=%.1f\n", module->stat.sum().item<double>());
+    } else if (scenario == "elastic" && argc == 3) {
+      std::printf("elastic_sum=%.0f world=%d restart=%s\n", ctx->all_reduce_sum(1.0),
+                  ctx->world_size(),
+                  std::getenv("TORCHELASTIC_RESTART_COUNT") != nullptr
+                      ? std::getenv("TORCHELASTIC_RESTART_COUNT")
+                      : "?");
+      std::fflush(stdout);
+      while (!std::filesystem::exists(argv[2])) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     } else if (scenario == "peer_dies") {
       if (ctx->rank() == 1) {
         ::_exit(0);

@@ -7,6 +7,8 @@
 //   trap                print ready; on SIGTERM print "rank R got SIGTERM" and exit 0
 //   restart             print restart_count=N; exit 1 while N < 2, then 0
 //   sleep               print pid=, then wait (for the launcher-killed test)
+//   elastic FILE        print "elastic rank=R world=W restart=N nodes=G master=A:P", then wait
+//                       until FILE exists and exit 0 (an elastic run's workers)
 //   spam LINES BYTES    print LINES lines of BYTES characters each, "RANK:i:xxx...", at once
 //   whoami              print what cluster::detect_env() makes of the environment (rank, world,
 //                       local, node, master and its source, port), or error=... (exit 2)
@@ -15,11 +17,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "zeus/cluster/env.h"
 #include "zeus/common/errors.h"
@@ -123,6 +127,21 @@ int main(int argc, char** argv) {
     if (count < 2) {
       ::usleep(200'000);  // let every rank print before the first failure stops the others
       return 1;
+    }
+    return 0;
+  }
+  if (mode == "elastic" && argc == 3) {
+    const auto var = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v != nullptr ? v : "?");
+    };
+    std::printf("elastic rank=%s world=%s restart=%s nodes=%s master=%s:%s\n", var("RANK").c_str(),
+                var("WORLD_SIZE").c_str(), var("TORCHELASTIC_RESTART_COUNT").c_str(),
+                var("GROUP_WORLD_SIZE").c_str(), var("MASTER_ADDR").c_str(),
+                var("MASTER_PORT").c_str());
+    std::fflush(stdout);
+    while (!std::filesystem::exists(argv[2])) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return 0;
   }

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> None:
                 if rank == args.raise_rank and step == args.raise_at:
                     raise RuntimeError(f"rank {rank} fails at step {step} on purpose")
                 if rank == args.hang_rank and step == args.hang_at:
-                    (out / f"hang{rank}").write_text(str(os.getpid()))
+                    # Atomically: the test reads the pid as soon as the file exists.
+                    (out / f"hang{rank}.tmp").write_text(str(os.getpid()))
+                    os.replace(out / f"hang{rank}.tmp", out / f"hang{rank}")
                     while True:
                         time.sleep(1)
                 seen += batch.shape[0]

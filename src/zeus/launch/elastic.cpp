@@ -1,6 +1,10 @@
 #include "zeus/launch/elastic.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +12,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/posix.h"
 
 namespace zeus::launch {
 
@@ -68,6 +73,69 @@ void apply_round(LaunchPlan& plan, const RendezvousRound& round) {
     env["MASTER_ADDR"] = round.master_addr;
     env["MASTER_PORT"] = std::to_string(round.master_port);
   }
+}
+
+bool is_this_host(const std::string& host) {
+  if (host == "localhost" || host == host_name()) {
+    return true;
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
+    return false;
+  }
+  // Numeric forms of what the name resolves to, and of this machine's interfaces.
+  const auto numeric = [](const sockaddr* a) -> std::string {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->sa_family == AF_INET) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, text, sizeof text);
+    } else if (a->sa_family == AF_INET6) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, text,
+                  sizeof text);
+    }
+    return text;
+  };
+  std::vector<std::string> targets;
+  bool loopback = false;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    targets.push_back(numeric(a->ai_addr));
+    loopback = loopback || targets.back().starts_with("127.") || targets.back() == "::1";
+  }
+  ::freeaddrinfo(found);
+  if (loopback) {
+    return true;
+  }
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0) {
+    return false;
+  }
+  bool mine = false;
+  for (ifaddrs* i = interfaces; i != nullptr && !mine; i = i->ifa_next) {
+    if (i->ifa_addr != nullptr) {
+      mine = std::find(targets.begin(), targets.end(), numeric(i->ifa_addr)) != targets.end();
+    }
+  }
+  ::freeifaddrs(interfaces);
+  return mine;
+}
+
+ElasticPlan resolve_elastic(const LaunchOptions& options, int min_nodes, int max_nodes) {
+  ElasticPlan e;
+  e.endpoint_host = options.master_addr.value_or("127.0.0.1");
+  e.endpoint_port = options.master_port.value_or(29400);
+  if (e.endpoint_port < 1 || e.endpoint_port > 65535) {
+    throw ConfigError(
+        fmt::format("--rdzv-endpoint port must be in 1..65535, got {}", e.endpoint_port));
+  }
+  e.serve = is_this_host(e.endpoint_host);
+  e.node_host = options.local_addr.empty() ? host_name() : options.local_addr;
+  e.rendezvous.run_id = options.run_id.empty() ? "none" : options.run_id;
+  e.rendezvous.min_nodes = min_nodes;
+  e.rendezvous.max_nodes = max_nodes;
+  e.rendezvous.max_restarts = options.max_restarts;
+  apply_rdzv_conf(options.rdzv_conf, e.rendezvous);
+  return e;
 }
 
 }  // namespace zeus::launch

@@ -22,4 +22,13 @@ void apply_rdzv_conf(const std::string& conf, RendezvousOptions& options);
 // InternalError when the round's world does not fit the plan's workers.
 void apply_round(LaunchPlan& plan, const RendezvousRound& round);
 
+// The elastic part of resolve(): the endpoint (--rdzv-endpoint, default port 29400 as
+// torchrun's), whether it is this host, this node's address (--local-addr, else the host name),
+// the rendezvous options (--rdzv-id, default "none" as torchrun's; --max-restarts;
+// --rdzv-conf). Throws ConfigError for a bad --rdzv-conf.
+ElasticPlan resolve_elastic(const LaunchOptions& options, int min_nodes, int max_nodes);
+
+// Whether `host` names this machine: loopback, its host name, or one of its interfaces' addresses.
+bool is_this_host(const std::string& host);
+
 }  // namespace zeus::launch

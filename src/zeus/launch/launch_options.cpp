@@ -13,6 +13,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/device/discovery.h"
+#include "zeus/launch/elastic.h"
 #include "zeus/launch/ports.h"
 
 namespace zeus::launch {
@@ -90,47 +91,63 @@ StreamSelection parse_stream_selection(const std::string& text, const std::strin
   return selection;
 }
 
-int parse_nnodes(const std::string& text) {
+NodeCount parse_nnodes(const std::string& text) {
   const size_t colon = text.find(':');
+  NodeCount n;
   if (colon == std::string::npos) {
-    return parse_int_or_throw(text, "--nnodes");
+    n.min = n.max = parse_int_or_throw(text, "--nnodes");
+  } else {
+    n.min = parse_int_or_throw(text.substr(0, colon), "--nnodes MIN");
+    n.max = parse_int_or_throw(text.substr(colon + 1), "--nnodes MAX");
   }
-  const int min = parse_int_or_throw(text.substr(0, colon), "--nnodes MIN");
-  const int max = parse_int_or_throw(text.substr(colon + 1), "--nnodes MAX");
-  if (min != max) {
-    throw ConfigError(fmt::format(
-        "--nnodes {}: a range asks for elastic membership (nodes joining and leaving), which zeus "
-        "run does not support yet; give a fixed count, e.g. --nnodes {}",
-        text, max));
+  if (n.min < 1 || n.max < n.min) {
+    throw ConfigError(
+        fmt::format("--nnodes {}: give N >= 1, or MIN:MAX with 1 <= MIN <= MAX", text));
   }
-  return min;
+  return n;
 }
 
 // torchrun's rendezvous and process flags: what zeus run does with each, or why it refuses.
-void check_torchrun_flags(const LaunchOptions& o, int nnodes) {
+void check_torchrun_flags(const LaunchOptions& o, bool elastic) {
   if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d") {
     throw ConfigError(fmt::format(
-        "--rdzv-backend {} is not supported: zeus run's rendezvous is static (each node gives "
-        "--node-rank; rank 0 serves the store); use static, or c10d on a single node",
+        "--rdzv-backend {} is not supported: use static (each node gives --node-rank; rank 0 "
+        "serves the store) or c10d (elastic: zeus run at --rdzv-endpoint serves the rendezvous)",
         o.rdzv_backend));
   }
-  if (o.rdzv_backend == "c10d" && nnodes > 1) {
+  const int min = o.min_nnodes.value_or(o.nnodes.value_or(1));
+  if (o.rdzv_backend == "static" && min != o.nnodes.value_or(1)) {
     throw ConfigError(fmt::format(
-        "--rdzv-backend c10d with --nnodes {} assigns node ranks in an elastic rendezvous, which "
-        "zeus run does not support yet; use --rdzv-backend static with --node-rank on each node",
-        nnodes));
+        "--nnodes {}:{} asks for elastic membership: add --rdzv-backend c10d --rdzv-endpoint "
+        "HOST:PORT (the same on every node), or give a fixed --nnodes with --node-rank",
+        min, o.nnodes.value_or(1)));
   }
-  if (!o.rdzv_conf.empty()) {
-    throw ConfigError(fmt::format(
-        "--rdzv-conf '{}': its keys configure torchrun's elastic rendezvous, which zeus run does "
-        "not support yet; drop it (the static rendezvous waits --master-port's store timeout)",
-        o.rdzv_conf));
-  }
-  if (!o.local_addr.empty()) {
-    throw ConfigError(fmt::format(
-        "--local-addr {}: it names this node in torchrun's c10d rendezvous, which zeus run does "
-        "not use; drop it (workers reach --master-addr directly)",
-        o.local_addr));
+  if (elastic) {
+    if (!o.master_addr) {
+      throw ConfigError(
+          "--rdzv-backend c10d over several nodes needs --rdzv-endpoint HOST[:PORT]: the host "
+          "whose zeus run serves the rendezvous, the same on every node");
+    }
+    if (o.node_rank) {
+      throw ConfigError(
+          "--node-rank with --rdzv-backend c10d: the rendezvous numbers the nodes; drop it");
+    }
+    if (o.slurm || o.standalone) {
+      throw ConfigError("--slurm and --standalone are static runs; drop them or the c10d range");
+    }
+  } else {
+    if (!o.rdzv_conf.empty()) {
+      throw ConfigError(fmt::format(
+          "--rdzv-conf '{}' configures the elastic rendezvous (--rdzv-backend c10d over several "
+          "nodes or --nnodes MIN:MAX); this run is static: drop it",
+          o.rdzv_conf));
+    }
+    if (!o.local_addr.empty()) {
+      throw ConfigError(fmt::format(
+          "--local-addr {} names this node in the elastic rendezvous; this run is static (workers "
+          "reach --master-addr directly): drop it",
+          o.local_addr));
+    }
   }
   if (o.run_path) {
     throw ConfigError(
@@ -177,7 +194,14 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   plan.grace_period = options.grace_period;
   plan.run_id = options.run_id.empty() ? random_run_id() : options.run_id;
   plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
-  check_torchrun_flags(options, options.nnodes.value_or(1));
+  const int max_nodes = options.nnodes.value_or(1);
+  const int min_nodes = options.min_nnodes.value_or(max_nodes);
+  const bool elastic = options.rdzv_backend == "c10d" && (max_nodes > 1 || min_nodes < max_nodes);
+  check_torchrun_flags(options, elastic);
+  if (elastic) {
+    plan.elastic = resolve_elastic(options, min_nodes, max_nodes);
+    plan.run_id = plan.elastic->rendezvous.run_id;  // every node's TORCHELASTIC_RUN_ID
+  }
 
   // The cluster: flags, else Slurm (with --slurm), else one node on loopback.
   plan.nnodes = options.nnodes.value_or(1);
@@ -257,7 +281,9 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
 
   // The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free. Port 0
   // (torchrun's `--rdzv-endpoint localhost:0` on one node) means a free one, as --standalone.
-  if ((options.standalone && !port) || (port == 0 && plan.nnodes == 1)) {
+  if (plan.elastic) {
+    plan.master_port = 0;  // each round's: a port node 0 found free
+  } else if ((options.standalone && !port) || (port == 0 && plan.nnodes == 1)) {
     plan.master_port = context.free_port(plan.master_addr);
   } else {
     plan.master_port = port.value_or(cluster::kDefaultMasterPort);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zeus/cluster/env.h"
+#include "zeus/launch/rendezvous.h"
 
 namespace zeus::launch {
 
@@ -25,14 +26,19 @@ struct StreamSelection {
 };
 // Parses "0".."3" or "lr:bits,lr:bits"; throws ConfigError naming `flag`.
 StreamSelection parse_stream_selection(const std::string& text, const std::string& flag);
-// torchrun's --nnodes: "N", or "MIN:MAX" with MIN == MAX (a fixed size); elastic ranges are
-// refused with what to do. Throws ConfigError.
-int parse_nnodes(const std::string& text);
+// torchrun's --nnodes: "N" (MIN = MAX = N), or "MIN:MAX" (elastic with --rdzv-backend c10d).
+// Throws ConfigError for non-numbers, MIN < 1 or MIN > MAX.
+struct NodeCount {
+  int min = 1;
+  int max = 1;
+};
+NodeCount parse_nnodes(const std::string& text);
 
 struct LaunchOptions {
   std::string nproc_per_node = "1";  // N, auto, gpu or cpu
   // Unset: 1 node, node rank 0, 127.0.0.1 (or, with --slurm, from SLURM_*).
-  std::optional<int> nnodes;
+  std::optional<int> nnodes;      // MAX of --nnodes
+  std::optional<int> min_nnodes;  // MIN of --nnodes (elastic when < MAX)
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;  // default 29500 (--slurm: from the job id; --standalone: free)
@@ -53,10 +59,12 @@ struct LaunchOptions {
   std::vector<std::string> command;  // PROGRAM ARGS...
   // torchrun's flags that zeus run accepts with torchrun's meaning, or refuses in resolve()
   // with what is supported (docs/launcher.md's table): nothing is accepted and ignored.
-  std::string rdzv_backend = "static";  // static; c10d on one node (the same as static there)
-  std::string rdzv_conf;                // key=value,...: refused (elastic rendezvous only)
-  std::string role = "default";         // ROLE_NAME
-  std::string local_addr;               // refused (the c10d rendezvous's own address)
+  // static, or c10d: on one node the same as static; on more (or MIN < MAX) the elastic
+  // rendezvous at --rdzv-endpoint (launch/rendezvous.h).
+  std::string rdzv_backend = "static";
+  std::string rdzv_conf;         // join_timeout, last_call_timeout, read_timeout (elastic only)
+  std::string role = "default";  // ROLE_NAME
+  std::string local_addr;        // elastic: how the other nodes reach this one (default: host name)
   std::string start_method = "spawn";   // spawn, fork or forkserver: every worker is exec'd
   std::vector<int> local_ranks_filter;  // console output of these local ranks only; empty: all
   bool run_path = false;                // refused (runpy.run_path of a script)
@@ -72,6 +80,16 @@ struct WorkerSpec {
   bool console = true;    // false: --local-ranks-filter leaves this rank off the console
 };
 
+// An elastic run (--rdzv-backend c10d over several nodes or MIN < MAX): where the rendezvous is,
+// whether this node may serve it, and how the others reach this node.
+struct ElasticPlan {
+  std::string endpoint_host;
+  int endpoint_port = 29400;
+  bool serve = false;  // the endpoint is this host: serve it (unless another launcher here does)
+  std::string node_host;
+  RendezvousOptions rendezvous;
+};
+
 struct LaunchPlan {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -84,6 +102,8 @@ struct LaunchPlan {
   std::filesystem::path log_dir;  // empty: no per-rank log files
   std::string run_id;
   std::vector<WorkerSpec> workers;  // attempt 0; restart_env() gives later attempts'
+  // Set: ranks, world and master come from each rendezvous round (launch/elastic.h).
+  std::optional<ElasticPlan> elastic;
 };
 
 // Everything resolution needs from the machine, injectable for tests.

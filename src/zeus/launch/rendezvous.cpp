@@ -176,6 +176,13 @@ class RendezvousServer::Impl {
     thread_.join();
   }
   int port() const { return port_; }
+  bool wait_finished(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!over_ && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return over_;
+  }
 
  private:
   struct Peer {
@@ -280,6 +287,7 @@ class RendezvousServer::Impl {
                       [](const auto& q) { return !q->member || q->done; })) {
         running_ = false;  // the run is over; nothing more to form
         finished_ = true;
+        over_ = true;
       }
     }
   }
@@ -336,6 +344,7 @@ class RendezvousServer::Impl {
 
   void abort_all(const std::string& reason) {
     aborted_ = true;
+    over_ = true;
     abort_reason_ = reason;
     for (const auto& p : peers_) {
       p->member = p->waiting = false;
@@ -396,6 +405,7 @@ class RendezvousServer::Impl {
   UniqueFd wake_write_;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> over_{false};  // finished or aborted: read by wait_finished()
   std::thread thread_;
   // Touched by the serving thread only.
   std::vector<std::unique_ptr<Peer>> peers_;
@@ -414,6 +424,9 @@ RendezvousServer::RendezvousServer(const std::string& bind_addr, int port,
 RendezvousServer::~RendezvousServer() = default;
 int RendezvousServer::port() const {
   return impl_->port();
+}
+bool RendezvousServer::wait_finished(milliseconds timeout) {
+  return impl_->wait_finished(timeout);
 }
 
 // ---- client ---------------------------------------------------------------------------------
@@ -496,6 +509,7 @@ class RendezvousClient::Impl {
   }
 
   void report(const char* op, const std::string& why) { send({{"op", op}, {"reason", why}}); }
+  int fd() const { return line_ ? line_->fd() : -1; }
 
  private:
   void connect(Clock::time_point deadline) {
@@ -576,6 +590,9 @@ void RendezvousClient::report_failure(const std::string& why) {
 }
 void RendezvousClient::report_done() {
   impl_->report("done", "");
+}
+int RendezvousClient::fd() const {
+  return impl_->fd();
 }
 
 }  // namespace zeus::launch

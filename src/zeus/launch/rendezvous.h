@@ -55,6 +55,9 @@ class RendezvousServer {
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
   int port() const;
+  // Waits until every member of the last round reported done (or the run was aborted); false
+  // when `timeout` passed first.
+  bool wait_finished(std::chrono::milliseconds timeout);
 
   class Impl;
 
@@ -84,6 +87,8 @@ class RendezvousClient {
   // This node's workers failed (counts against max_restarts) / all exited 0.
   void report_failure(const std::string& why);
   void report_done();
+  // The connection to the endpoint (readable: a notice may have come), -1 before join().
+  int fd() const;
 
   class Impl;
 

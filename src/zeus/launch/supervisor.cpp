@@ -19,15 +19,17 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/device/power_limit_journal.h"
+#include "zeus/launch/elastic.h"
 #include "zeus/launch/line_splitter.h"
+#include "zeus/launch/rendezvous.h"
 #include "zeus/launch/sentinel.h"
+#include "zeus/launch/signal_scope.h"
 
 namespace zeus::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::array kHandledSignals = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
 // How long to keep reading a worker's pipes after it exited, for output that a process it left
 // behind still holds open.
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
@@ -51,6 +53,13 @@ void write_all(int fd, std::string_view data) {
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+// The launcher was told to stop by `sig` and its workers are gone: say so; zeus run's exit code.
+int stopped(int sig, const std::function<void(const std::string&)>& say) {
+  say(fmt::format("stopped by {}; forwarded it to the workers, all of which have exited",
+                  signal_name(sig)));
+  return 128 + sig;
 }
 
 void make_dirs(const std::filesystem::path& dir) {
@@ -87,15 +96,19 @@ class Attempt {
     // Every worker exited by itself with the failure's code (a program's own outcome, such as
     // "target not reached"), none killed by a signal: nothing was stopped.
     bool all_exited_alike = false;
+    // Elastic: the rendezvous ended the round (membership change, a failure elsewhere, abort);
+    // the workers were stopped for it.
+    std::optional<RendezvousNotice> notice;
   };
 
   Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd,
-          Sentinel& sentinel)
+          Sentinel& sentinel, RendezvousClient* rendezvous = nullptr)
       : plan_(plan),
         io_(io),
         restart_count_(restart_count),
         signal_fd_(signal_fd),
-        sentinel_(sentinel) {}
+        sentinel_(sentinel),
+        rendezvous_(rendezvous) {}
 
   ~Attempt() {
     // Whatever happens (an exception included), nothing of this attempt outlives it.
@@ -152,7 +165,8 @@ class Attempt {
     }
     Result result;
     result.stop_signal = stop_signal_;
-    if (failed_ && stop_signal_ == 0) {
+    result.notice = notice_;
+    if (failed_ && stop_signal_ == 0 && !notice_) {
       Worker& w = workers_[*failed_];
       result.failure = *w.exit;
       result.failure->last_lines = w.tail;
@@ -240,6 +254,11 @@ class Attempt {
   void poll_once(std::optional<Clock::time_point> deadline) {
     std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
     std::vector<std::pair<Worker*, Stream*>> owners{{nullptr, nullptr}};
+    const int rendezvous_fd = rendezvous_ != nullptr && !notice_ ? rendezvous_->fd() : -1;
+    if (rendezvous_fd >= 0) {
+      fds.push_back({rendezvous_fd, POLLIN, 0});
+      owners.emplace_back(nullptr, nullptr);
+    }
     for (auto& w : workers_) {
       for (auto& s : w.streams) {
         if (s.pipe.get() >= 0) {
@@ -260,8 +279,18 @@ class Attempt {
       throw_posix_error("poll", "the workers' pipes", errno);
     }
     for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents != 0)
-        read_stream(*owners[i].first, *owners[i].second);
+      if (fds[i].revents == 0) {
+        continue;
+      }
+      if (owners[i].first == nullptr) {
+        // The round ended elsewhere: stop the workers (not a failure of theirs).
+        notice_ = rendezvous_->wait_notice(std::chrono::milliseconds(0));
+        if (notice_ && running_ > 0 && !stopping_) {
+          begin_stop(SIGTERM);
+        }
+        continue;
+      }
+      read_stream(*owners[i].first, *owners[i].second);
     }
     if (fds[0].revents & POLLIN) {
       read_signals();
@@ -381,6 +410,8 @@ class Attempt {
   int restart_count_;
   int signal_fd_;
   Sentinel& sentinel_;
+  RendezvousClient* rendezvous_;
+  std::optional<RendezvousNotice> notice_;
   std::vector<Worker> workers_;
   size_t running_ = 0;
   std::optional<size_t> failed_;
@@ -390,40 +421,6 @@ class Attempt {
   std::optional<Clock::time_point> stop_at_;  // stop the others then, unless they all ended
 };
 
-// Blocks the handled signals and reads them from a signalfd for the lifetime of the object;
-// ignores SIGPIPE (a closed console must not kill the launcher).
-class SignalScope {
- public:
-  SignalScope() {
-    sigset_t set;
-    ::sigemptyset(&set);
-    for (int sig : kHandledSignals)
-      ::sigaddset(&set, sig);
-    check_posix(::sigprocmask(SIG_BLOCK, &set, &old_mask_), "sigprocmask", "zeus run");
-    fd_ = UniqueFd(
-        check_posix(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd", "zeus run"));
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~SignalScope() {
-    // Drop what is still pending (a late SIGCHLD, a SIGTERM already answered) before unblocking.
-    signalfd_siginfo info{};
-    while (::read(fd_.get(), &info, sizeof(info)) > 0) {
-    }
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-  int fd() const { return fd_.get(); }
-
- private:
-  sigset_t old_mask_{};
-  struct sigaction old_pipe_ {};
-  UniqueFd fd_;
-};
-
 }  // namespace
 
 std::string describe_exit(const WorkerExit& e) {
@@ -431,32 +428,6 @@ std::string describe_exit(const WorkerExit& e) {
     return fmt::format("was killed by {} (exit code {})", signal_name(e.signal), e.exit_code);
   }
   return fmt::format("exited with code {}", e.exit_code);
-}
-
-void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
-                     const std::function<void(const std::string&)>& say) {
-  for (const auto& dir : dirs) {
-    const auto path = dir / device::journal_file_name(node_rank);
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      continue;
-    }
-    try {
-      const device::PowerLimitJournal journal = device::read_journal(path);
-      const device::JournalOwner owner = device::journal_owner(journal);
-      if (owner != device::JournalOwner::kGone && owner != device::JournalOwner::kOtherBoot) {
-        continue;  // a live job's (it restores them itself), or another node's on a shared dir
-      }
-      if (const auto settled = device::settle_stale_journal(path)) {
-        say(*settled);
-      }
-    } catch (const Error& e) {
-      say(fmt::format(
-          "could not restore the power limits in {}: {}; run `zeus restore-limits --journal {}` "
-          "once the GPUs are reachable",
-          path.string(), e.what(), path.string()));
-    }
-  }
 }
 
 Supervisor::Supervisor(LaunchPlan plan, SupervisorIo io)
@@ -480,6 +451,9 @@ int Supervisor::run() {
   auto say = [&](const std::string& text) { write_all(io_.err_fd, "zeus run: " + text + "\n"); };
   const std::vector<std::filesystem::path> journal_dirs = this->journal_dirs();
   settle_journals(journal_dirs, plan_.node_rank, say);  // an earlier job's, before any worker
+  if (plan_.elastic) {
+    return run_elastic(sentinel, signals.fd(), say);
+  }
   for (int restart = 0;; ++restart) {
     Attempt::Result result;
     {
@@ -488,9 +462,7 @@ int Supervisor::run() {
     }
     settle_journals(journal_dirs, plan_.node_rank, say);
     if (result.stop_signal != 0) {
-      say(fmt::format("stopped by {}; forwarded it to the workers, all of which have exited",
-                      signal_name(result.stop_signal)));
-      return 128 + result.stop_signal;
+      return stopped(result.stop_signal, say);
     }
     if (!result.failure) {
       return 0;
@@ -526,6 +498,77 @@ int Supervisor::run() {
       continue;
     }
     return f.exit_code;
+  }
+}
+
+int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
+                            const std::function<void(const std::string&)>& say) {
+  const ElasticPlan& e = *plan_.elastic;
+  std::unique_ptr<RendezvousServer> server;
+  if (e.serve) {
+    try {
+      server = std::make_unique<RendezvousServer>(e.endpoint_host, e.endpoint_port, e.rendezvous);
+      say(fmt::format("serving rendezvous '{}' on {}:{} for {}..{} nodes", e.rendezvous.run_id,
+                      e.endpoint_host, e.endpoint_port, e.rendezvous.min_nodes,
+                      e.rendezvous.max_nodes));
+    } catch (const IoError&) {
+      // Another launcher on this host serves it (several nodes' launchers on one machine).
+    }
+  }
+  RendezvousClient client(e.endpoint_host, e.endpoint_port, e.rendezvous,
+                          {e.node_host, static_cast<int>(plan_.workers.size())});
+  const std::vector<std::filesystem::path> journal_dirs = this->journal_dirs();
+  for (int attempt_number = 0;; ++attempt_number) {
+    RendezvousRound round;
+    try {
+      round = client.join();
+    } catch (const Error& err) {
+      say(err.what());
+      return 1;
+    }
+    apply_round(plan_, round);
+    say(fmt::format("round {}: node {} of {}, world size {} (ranks {}..{}), master {}:{}",
+                    round.round, round.node_rank, round.nnodes, round.world_size, round.first_rank,
+                    round.first_rank + plan_.workers.size() - 1, round.master_addr,
+                    round.master_port));
+    Attempt::Result result;
+    {
+      Attempt attempt(plan_, io_, attempt_number, signal_fd, sentinel, &client);
+      result = attempt.run();
+    }
+    settle_journals(journal_dirs, plan_.node_rank, say);
+    if (result.stop_signal != 0) {
+      return stopped(result.stop_signal, say);
+    }
+    std::optional<RendezvousNotice> notice = result.notice;
+    if (!notice && !result.failure) {
+      client.report_done();
+      if (server && !server->wait_finished(e.rendezvous.join_timeout)) {
+        say("the other nodes did not finish within join_timeout; stopping the rendezvous");
+      }
+      return 0;
+    }
+    if (!notice) {
+      const WorkerExit& f = *result.failure;
+      const std::string why =
+          fmt::format("rank {} (pid {}, host {}) {}", f.rank, f.pid, host_name(), describe_exit(f));
+      say(why + "; stopped the other workers");
+      client.report_failure(why);
+      notice = client.wait_notice(e.rendezvous.join_timeout);
+      if (!notice) {
+        say("the rendezvous did not answer the failure within join_timeout");
+        return f.exit_code;
+      }
+      if (notice->kind == RendezvousNotice::Kind::kAbort) {
+        say(fmt::format("the rendezvous ended the run: {}", notice->reason));
+        return f.exit_code;
+      }
+    }
+    if (notice->kind == RendezvousNotice::Kind::kAbort) {
+      say(fmt::format("the rendezvous ended the run: {}", notice->reason));
+      return 1;
+    }
+    say(fmt::format("round {} ended ({}); joining the next round", round.round, notice->reason));
   }
 }
 

@@ -17,6 +17,8 @@
 
 namespace zeus::launch {
 
+class Sentinel;
+
 // How a worker ended.
 struct WorkerExit {
   int rank = 0;
@@ -49,6 +51,9 @@ class Supervisor {
  private:
   // Where workers' power-limit journals may be: SupervisorIo's and the plan's log dir.
   std::vector<std::filesystem::path> journal_dirs() const;
+  // The elastic loop: join a round, run its attempt, until done, aborted or stopped.
+  int run_elastic(Sentinel& sentinel, int signal_fd,
+                  const std::function<void(const std::string&)>& say);
 
   LaunchPlan plan_;
   SupervisorIo io_;
