@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -118,6 +119,33 @@ while not os.path.exists(sys.argv[1]):
 
 INSTANTIATE_TEST_SUITE_P(Workers, ElasticRejoin, ::testing::Values("cpp", "python"));
 
+// A failure restarts both nodes in a world of the same size: the energy job finds the power
+// profile the first attempt saved (the global batch size names it) and does not profile again.
+TEST(ElasticRun, ARestartInTheSameWorldReusesTheSavedPowerProfile) {
+  test::TempDir dir;
+  const fs::path log = dir.path() / "log";
+  const std::map<std::string, std::string> env{{"ZEUS_DEVICE", "sim:v100"},
+                                               {"ZEUS_PROFILE_PARAMS", "1,1"},
+                                               {"ZEUS_TARGET_METRIC", "0.99"},
+                                               {"ZEUS_LOG_DIR", log.string()}};
+  const int port = test::free_port();
+  auto node = elastic_node(port, "2:2", {"--max-restarts", "1"}, {});
+  node.pop_back();  // this test's worker: 16 steps per rank and epoch, 7 limits in epoch 0
+  node.insert(node.end(), {ZEUS_LOADER_WORKER_PATH, "--samples", "256", "--batch-size", "4",
+                           "--max-epochs", "3", "--fail-first-attempt-at-epoch", "1"});
+  test::Child a(node, env);
+  std::this_thread::sleep_for(300ms);
+  test::Child b(node, env);
+  const auto ra = a.wait();
+  const auto rb = b.wait();
+  ASSERT_EQ(ra.exit_code, 0) << ra.out;
+  ASSERT_EQ(rb.exit_code, 0) << rb.out;
+  EXPECT_TRUE(fs::exists(log / "bs16.power.json")) << "4 ranks x 4";
+  EXPECT_THAT(ra.out + rb.out, HasSubstr("epochs=3 samples=192 stop=max_epochs profiled=0"))
+      << "the restarted job used the saved profile";
+  EXPECT_THAT(ra.out + rb.out, ::testing::Not(HasSubstr("profiled=1")));
+}
+
 TEST(ElasticRun, FailuresCountAgainstMaxRestarts) {
   const int port = test::free_port();
   // Rank 0 exits 1 in every round: one restart is tolerated, the second failure ends the run.
@@ -140,6 +168,86 @@ TEST(ElasticRun, ANodeAloneBelowMinGivesUpAfterTheJoinTimeout) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("1 node(s) joined, at least 2 needed"));
   EXPECT_EQ(r.out.find("RANK="), std::string::npos) << "no worker started";
+}
+
+// Two network namespaces joined by a veth pair, as two hosts: the rendezvous and the membership
+// change cross a real (virtual) network. Skipped where namespaces cannot be made (not root).
+class ElasticAcrossNamespaces : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"}) {
+      if (fs::exists(candidate)) {
+        ip_ = candidate;
+        break;
+      }
+    }
+    if (ip_.empty() || ::geteuid() != 0) {
+      GTEST_SKIP() << "network namespaces need root and iproute2";
+    }
+    const std::string id = std::to_string(::getpid() % 100000);
+    ns_ = {"zeus-el-a" + id, "zeus-el-b" + id};
+    subnet_ = "10.231." + std::to_string(::getpid() % 250) + ".";
+    const std::string veth_a = "zva" + id, veth_b = "zvb" + id;
+    const std::vector<std::vector<std::string>> steps{
+        {ip_, "netns", "add", ns_[0]},
+        {ip_, "netns", "add", ns_[1]},
+        {ip_, "link", "add", veth_a, "type", "veth", "peer", "name", veth_b},
+        {ip_, "link", "set", veth_a, "netns", ns_[0]},
+        {ip_, "link", "set", veth_b, "netns", ns_[1]},
+        {ip_, "-n", ns_[0], "addr", "add", subnet_ + "1/24", "dev", veth_a},
+        {ip_, "-n", ns_[1], "addr", "add", subnet_ + "2/24", "dev", veth_b},
+        {ip_, "-n", ns_[0], "link", "set", veth_a, "up"},
+        {ip_, "-n", ns_[1], "link", "set", veth_b, "up"},
+        {ip_, "-n", ns_[0], "link", "set", "lo", "up"},
+        {ip_, "-n", ns_[1], "link", "set", "lo", "up"},
+    };
+    for (const auto& step : steps) {
+      const auto r = test::run_process(step, 20s);
+      if (r.exit_code != 0) {
+        GTEST_SKIP() << "cannot make the namespaces here (" << step[1] << " " << step[2]
+                     << "): " << r.err;
+      }
+    }
+  }
+  void TearDown() override {
+    for (const auto& ns : ns_) {
+      test::run_process({ip_, "netns", "del", ns}, 20s);  // takes its veth end along
+    }
+  }
+  std::vector<std::string> node(int which, const std::string& finish) {
+    auto args = elastic_node(29555, "1:2", {"--rdzv-conf", "last_call_timeout=3,read_timeout=3"},
+                             {"elastic", finish});
+    // This namespace's address, and the endpoint on namespace a.
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--rdzv-endpoint") {
+        args[i + 1] = subnet_ + "1:29555";
+      } else if (args[i] == "--local-addr") {
+        args[i + 1] = subnet_ + std::to_string(which + 1);
+      }
+    }
+    args.insert(args.begin(), {ip_, "netns", "exec", ns_[static_cast<size_t>(which)]});
+    return args;
+  }
+
+  std::string ip_;
+  std::vector<std::string> ns_;
+  std::string subnet_;
+};
+
+TEST_F(ElasticAcrossNamespaces, TwoHostsFormOneWorldAndTheSurvivorContinuesAlone) {
+  test::TempDir dir;
+  const std::string finish = (dir.path() / "finish").string();
+  test::Child a(node(0, finish));
+  std::this_thread::sleep_for(300ms);
+  test::Child b(node(1, finish));
+  ASSERT_TRUE(a.wait_for_output("world=4 restart=0 nodes=2", 60s));
+  ASSERT_TRUE(b.wait_for_output("world=4 restart=0 nodes=2", 60s));
+  EXPECT_TRUE(a.wait_for_output("master=" + subnet_, 5s)) << "node 0's address in its namespace";
+  b.kill(SIGKILL);  // `ip netns exec` runs zeus run itself: the second host's launcher dies
+  ASSERT_TRUE(a.wait_for_output("world=2 restart=1 nodes=1", 60s)) << "the survivor, alone";
+  std::ofstream(finish) << "done\n";
+  const auto r = a.wait();
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 }  // namespace

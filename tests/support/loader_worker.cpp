@@ -5,7 +5,8 @@
 //   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist) --progress (draw
 //   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0, or
 //   --kill-rank R, fails at step N of the first epoch, in the middle of profiling) --step-ms M
-//   (each step takes M ms)
+//   (each step takes M ms) --fail-first-attempt-at-epoch E (rank 0 fails as epoch E begins, on a
+//   launcher's first attempt only: ZEUS_RESTART_COUNT unset or 0)
 // Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
 // (including the cost threshold), 2 on a configuration error, 1 otherwise.
 #include <ATen/Functions.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,6 +45,7 @@ struct Args {
   int64_t kill_at_step = -1;   // rank `kill_rank` SIGKILLs itself at this step of epoch 0
   int kill_rank = 0;
   int step_ms = 0;  // each step sleeps this long (a test can act in the middle of profiling)
+  int fail_first_attempt_at_epoch = -1;
 };
 
 Args parse(int argc, char** argv) {
@@ -82,6 +85,8 @@ Args parse(int argc, char** argv) {
       a.kill_rank = *zeus::parse_number<int>(value());
     else if (arg == "--step-ms")
       a.step_ms = *zeus::parse_number<int>(value());
+    else if (arg == "--fail-first-attempt-at-epoch")
+      a.fail_first_attempt_at_epoch = *zeus::parse_number<int>(value());
     else
       throw zeus::ConfigError("unknown flag " + arg);
   }
@@ -119,7 +124,13 @@ int run(const Args& a) {
   int epochs = 0;
   int64_t seen = 0;
   try {
+    const char* restart = std::getenv("ZEUS_RESTART_COUNT");
+    const bool first_attempt = restart == nullptr || std::string_view(restart) == "0";
     for (int epoch : train.epochs()) {
+      if (rank == 0 && first_attempt && epoch == a.fail_first_attempt_at_epoch) {
+        throw std::runtime_error("epoch " + std::to_string(epoch) +
+                                 " fails on the first attempt (--fail-first-attempt-at-epoch)");
+      }
       int64_t step = 0;
       for (auto& batch : train) {
         if (epoch == 0 && rank == 0 && step == a.throw_at_step) {
@@ -153,10 +164,11 @@ int run(const Args& a) {
     return 0;
   }
   const auto& result = train.result();
-  std::printf("rank=%d local_rank=%d pid=%d epochs=%d samples=%lld stop=%s\n", rank,
+  std::printf("rank=%d local_rank=%d pid=%d epochs=%d samples=%lld stop=%s profiled=%d\n", rank,
               ctx ? ctx->local_rank() : 0, static_cast<int>(getpid()), epochs,
               static_cast<long long>(seen),
-              result ? std::string(zeus::job::to_string(result->stop_reason)).c_str() : "none");
+              result ? std::string(zeus::job::to_string(result->stop_reason)).c_str() : "none",
+              result && result->profiled ? 1 : 0);
   std::fflush(stdout);
   return 0;
 }
