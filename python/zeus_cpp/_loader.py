@@ -133,7 +133,6 @@ class ZeusDataLoader(DataLoader):
                 "job on the same GPUs and log dir; pass distributed='dp'",
                 os.environ["WORLD_SIZE"],
             )
-        self._zeus_world_size = world
         self._zeus_global_batch_size = batch_size * world
         if self._zeus_train:
             if _registry.train_loader() is not None:

@@ -63,15 +63,7 @@ void apply_round(LaunchPlan& plan, const RendezvousRound& round) {
   plan.master_port = round.master_port;
   for (WorkerSpec& w : plan.workers) {
     w.rank = round.first_rank + w.local_rank;
-    auto& env = w.env;
-    env["RANK"] = std::to_string(w.rank);
-    env["WORLD_SIZE"] = std::to_string(round.world_size);
-    env["GROUP_RANK"] = std::to_string(round.node_rank);
-    env["GROUP_WORLD_SIZE"] = std::to_string(round.nnodes);
-    env["ROLE_RANK"] = std::to_string(w.rank);
-    env["ROLE_WORLD_SIZE"] = std::to_string(round.world_size);
-    env["MASTER_ADDR"] = round.master_addr;
-    env["MASTER_PORT"] = std::to_string(round.master_port);
+    set_world_env(w, plan);
   }
 }
 

@@ -17,8 +17,8 @@ namespace zeus::launch {
 void apply_rdzv_conf(const std::string& conf, RendezvousOptions& options);
 
 // Rewrites `plan` for `round`: node rank and count, world size, master address and port, and
-// every worker's RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT; the restart count comes with the attempt (attempt_env). Throws
+// every worker's rank and set_world_env() variables; the restart count comes with the attempt
+// (attempt_env). Throws
 // InternalError when the round's world does not fit the plan's workers.
 void apply_round(LaunchPlan& plan, const RendezvousRound& round);
 

@@ -359,18 +359,11 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
       w.argv.insert(w.argv.begin() + static_cast<std::ptrdiff_t>(insert_at),
                     fmt::format("--local_rank={}", local));
     }
+    set_world_env(w, plan);
     auto& env = w.env;
-    env["RANK"] = std::to_string(w.rank);
     env["LOCAL_RANK"] = std::to_string(local);
-    env["WORLD_SIZE"] = std::to_string(plan.world_size);
     env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc_per_node);
-    env["GROUP_RANK"] = std::to_string(plan.node_rank);
-    env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
-    env["ROLE_RANK"] = std::to_string(w.rank);
-    env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
     env["ROLE_NAME"] = options.role;
-    env["MASTER_ADDR"] = plan.master_addr;
-    env["MASTER_PORT"] = std::to_string(plan.master_port);
     env["TORCHELASTIC_RUN_ID"] = plan.run_id;
     env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
     env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
@@ -397,6 +390,18 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     plan.workers.push_back(std::move(w));
   }
   return plan;
+}
+
+void set_world_env(WorkerSpec& worker, const LaunchPlan& plan) {
+  auto& env = worker.env;
+  env["RANK"] = std::to_string(worker.rank);
+  env["WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["GROUP_RANK"] = std::to_string(plan.node_rank);
+  env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
+  env["ROLE_RANK"] = std::to_string(worker.rank);
+  env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["MASTER_ADDR"] = plan.master_addr;
+  env["MASTER_PORT"] = std::to_string(plan.master_port);
 }
 
 std::map<std::string, std::string> attempt_env(const WorkerSpec& worker, int restart_count) {

@@ -128,6 +128,10 @@ LaunchContext default_launch_context();
 // is busy, --slurm outside a Slurm allocation, bad --tee/--redirects/--devices.
 LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context);
 
+// The variables of `worker` that follow from its rank and the plan's world: RANK, WORLD_SIZE,
+// GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+void set_world_env(WorkerSpec& worker, const LaunchPlan& plan);
+
 // The environment of `worker` for restart attempt `restart_count`.
 std::map<std::string, std::string> attempt_env(const WorkerSpec& worker, int restart_count);
 

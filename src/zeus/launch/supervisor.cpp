@@ -478,26 +478,30 @@ int Supervisor::run() {
       }
       return f.exit_code;
     }
-    say(fmt::format(
-        "rank {} (local rank {}, pid {}, host {}) {} after {:.2f} s; stopped the "
-        "other workers{}",
-        f.rank, f.local_rank, f.pid, host_name(), describe_exit(f), f.elapsed.count(),
-        plan_.log_dir.empty()
-            ? ""
-            : fmt::format(" (logs: {})", (plan_.log_dir / fmt::format("attempt_{}", restart) /
-                                          std::to_string(f.rank))
-                                             .string())));
-    if (!f.last_lines.empty()) {
-      say(fmt::format("last {} line(s) of rank {}:", f.last_lines.size(), f.rank));
-      for (const auto& line : f.last_lines)
-        say("  " + line);
-    }
+    say_failure(f, restart, say);
     if (restart < plan_.max_restarts) {
       say(fmt::format("restarting all workers (restart {} of {})", restart + 1,
                       plan_.max_restarts));
       continue;
     }
     return f.exit_code;
+  }
+}
+
+void Supervisor::say_failure(const WorkerExit& f, int attempt,
+                             const std::function<void(const std::string&)>& say) const {
+  say(fmt::format(
+      "rank {} (local rank {}, pid {}, host {}) {} after {:.2f} s; stopped the other workers{}",
+      f.rank, f.local_rank, f.pid, host_name(), describe_exit(f), f.elapsed.count(),
+      plan_.log_dir.empty()
+          ? ""
+          : fmt::format(" (logs: {})", (plan_.log_dir / fmt::format("attempt_{}", attempt) /
+                                        std::to_string(f.rank))
+                                           .string())));
+  if (!f.last_lines.empty()) {
+    say(fmt::format("last {} line(s) of rank {}:", f.last_lines.size(), f.rank));
+    for (const auto& line : f.last_lines)
+      say("  " + line);
   }
 }
 
@@ -548,25 +552,22 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
       }
       return 0;
     }
+    int exit_code = 1;  // an abort for another node's failures
     if (!notice) {
       const WorkerExit& f = *result.failure;
-      const std::string why =
-          fmt::format("rank {} (pid {}, host {}) {}", f.rank, f.pid, host_name(), describe_exit(f));
-      say(why + "; stopped the other workers");
-      client.report_failure(why);
+      say_failure(f, attempt_number, say);
+      exit_code = f.exit_code;
+      client.report_failure(fmt::format("rank {} (pid {}, host {}) {}", f.rank, f.pid, host_name(),
+                                        describe_exit(f)));
       notice = client.wait_notice(e.rendezvous.join_timeout);
       if (!notice) {
         say("the rendezvous did not answer the failure within join_timeout");
-        return f.exit_code;
-      }
-      if (notice->kind == RendezvousNotice::Kind::kAbort) {
-        say(fmt::format("the rendezvous ended the run: {}", notice->reason));
-        return f.exit_code;
+        return exit_code;
       }
     }
     if (notice->kind == RendezvousNotice::Kind::kAbort) {
       say(fmt::format("the rendezvous ended the run: {}", notice->reason));
-      return 1;
+      return exit_code;
     }
     say(fmt::format("round {} ended ({}); joining the next round", round.round, notice->reason));
   }

@@ -51,6 +51,9 @@ class Supervisor {
  private:
   // Where workers' power-limit journals may be: SupervisorIo's and the plan's log dir.
   std::vector<std::filesystem::path> journal_dirs() const;
+  // The failed worker, where its logs are, and its last lines.
+  void say_failure(const WorkerExit& failure, int attempt,
+                   const std::function<void(const std::string&)>& say) const;
   // The elastic loop: join a round, run its attempt, until done, aborted or stopped.
   int run_elastic(Sentinel& sentinel, int signal_fd,
                   const std::function<void(const std::string&)>& say);
