@@ -264,6 +264,41 @@ TEST_F(CliTest, SimulateTableCsvJson) {
   EXPECT_EQ(j[0]["seed"], 2);
 }
 
+TEST_F(CliTest, SimulatePolicyFidelityAndExplain) {
+  auto r = zeus({"simulate", "--gpu", "v100", "--workload", "imagenet", "--seeds", "1..3",
+                 "--policy", "lean", "--explain"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("policy lean (gamma="));
+  EXPECT_THAT(r.out, HasSubstr("where the energy went against the oracle"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("v100 +imagenet +-?[0-9.]+% +-?[0-9.]+%"));
+  EXPECT_THAT(r.out, HasSubstr("mean over 1 jobs: energy saved"));
+  // JSON: the explain parts add up to the gap; the policy is recorded; windows differ from zeus.
+  auto json_of = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"simulate", "--gpu", "p100",     "--workload", "imagenet",
+                                  "--seeds",  "4",     "--format", "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto out = zeus(args);
+    EXPECT_EQ(out.code, 0) << out.err;
+    return nlohmann::json::parse(out.out).at(0);
+  };
+  const auto zeus_json = json_of({});
+  const auto windows = json_of({"--fidelity", "windows"});
+  const auto lean = json_of({"--policy", "lean", "--lean", "cap=0"});
+  EXPECT_EQ(zeus_json["policy"], "zeus");
+  EXPECT_EQ(lean["policy"], "lean");
+  EXPECT_NE(zeus_json["zeus_energy_j"], windows["zeus_energy_j"]);
+  const auto& e = lean["explain"];
+  EXPECT_NEAR(e["gap_j"].get<double>(),
+              e["pruning_failed_j"].get<double>() + e["pruning_worse_j"].get<double>() +
+                  e["thompson_j"].get<double>() + e["profiling_j"].get<double>() +
+                  e["first_recurrence_j"].get<double>(),
+              1e-6 * lean["zeus_energy_j"].get<double>());
+  EXPECT_NEAR(e["gap_j"].get<double>(),
+              lean["zeus_energy_j"].get<double>() -
+                  lean["recurrences"].get<double>() * lean["oracle_energy_j"].get<double>(),
+              1e-6 * lean["zeus_energy_j"].get<double>());
+}
+
 TEST_F(CliTest, SimulateBadInputIsExitCode2) {
   test::TempDir traces;
   std::ofstream(traces / "summary_train.csv") << "dataset,network\nx,y\n";
@@ -280,6 +315,11 @@ TEST_F(CliTest, SimulateBadInputIsExitCode2) {
       {"simulate", "--format", "xml"},
       {"simulate", "--trace-dir", (dir_ / "missing").string()},
       {"simulate", "--trace-dir", traces.path().string()},
+      {"simulate", "--policy", "greedy"},
+      {"simulate", "--lean", "cap=2"},
+      {"simulate", "--policy", "lean", "--lean", "cap=0.5"},
+      {"simulate", "--policy", "lean", "--lean", "speed=1"},
+      {"simulate", "--fidelity", "exact"},
   };
   for (const auto& args : cases) {
     const auto r = zeus(args);

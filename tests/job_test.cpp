@@ -27,7 +27,7 @@ struct CleanEnv {
     for (const char* name :
          {"ZEUS_ETA_KNOB", "ZEUS_COST_THRESH", "ZEUS_TARGET_METRIC", "ZEUS_PROFILE_PARAMS",
           "ZEUS_LOG_DIR", "ZEUS_JOB_ID", "ZEUS_USE_OPTIMAL_PL", "ZEUS_DEVICE", "ZEUS_SIM_CLOCK",
-          "ZEUS_MEASURE_ONLY"}) {
+          "ZEUS_MEASURE_ONLY", "ZEUS_MAX_EPOCHS"}) {
       const auto it = set.find(name);
       vars.push_back(std::make_unique<test::ScopedEnv>(
           name, it == set.end() ? std::nullopt : std::optional<std::string>(it->second)));
@@ -80,6 +80,14 @@ TEST(JobOptions, DefaultsWithoutVariables) {
   EXPECT_EQ(r.sim_clock, device::sim::SimClock::kVirtual);
 }
 
+// zeus tune --policy lean caps a try's epochs with ZEUS_MAX_EPOCHS, below the program's limit.
+TEST(JobOptions, MaxEpochsVariableCapsButNeverRaisesTheLimit) {
+  CleanEnv env(
+      std::map<std::string, std::string>{{"ZEUS_TARGET_METRIC", "0.5"}, {"ZEUS_MAX_EPOCHS", "3"}});
+  EXPECT_EQ(resolve_job_options({}, 10, 8, 1).max_epochs, 3);
+  EXPECT_EQ(resolve_job_options({}, 2, 8, 1).max_epochs, 2);
+}
+
 TEST(JobOptions, BadValuesNameTheVariableTheValueAndTheRange) {
   auto error_for = [](const std::map<std::string, std::string>& set) -> std::string {
     CleanEnv env(set);
@@ -105,6 +113,10 @@ TEST(JobOptions, BadValuesNameTheVariableTheValueAndTheRange) {
               HasSubstr("no '/'"));
   EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_SIM_CLOCK", "fast"}}),
               HasSubstr("virtual or real"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_MAX_EPOCHS", "0"}}),
+              HasSubstr("ZEUS_MAX_EPOCHS=0 must be at least 1"));
+  EXPECT_THAT(error_for({{"ZEUS_TARGET_METRIC", "1"}, {"ZEUS_MAX_EPOCHS", "two"}}),
+              HasSubstr("ZEUS_MAX_EPOCHS='two'"));
   CleanEnv env(std::map<std::string, std::string>{{"ZEUS_TARGET_METRIC", "1"}});
   EXPECT_THROW(resolve_job_options({}, 0, 8, 1), ConfigError);
   EXPECT_THROW(resolve_job_options({}, 1, 0, 1), ConfigError);

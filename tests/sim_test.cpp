@@ -49,7 +49,7 @@ TEST(WorkloadModel, JoinsTracesAndCapsTheDefaultBatchSize) {
   const WorkloadModel imagenet("p100", trace::find_workload("imagenet"), power, train());
   // The P100 traces stop at batch size 128 for ImageNet: b0 = 256 is capped.
   EXPECT_EQ(imagenet.default_batch_size(), 128);
-  EXPECT_EQ(imagenet.power_limits_w().front(), 125);
+  EXPECT_EQ(imagenet.power_limits_w(128).front(), 125);
   EXPECT_EQ(imagenet.max_power_limit_w(), 250);
   for (const int64_t bs : imagenet.batch_sizes()) {
     EXPECT_FALSE(imagenet.runs(bs).empty()) << bs;
@@ -88,7 +88,8 @@ TEST(Simulator, DefaultRecurrencesAndBaseline) {
   const auto power = trace::PowerTrace::load_gpu("v100");
   const WorkloadModel model("v100", trace::find_workload("imagenet"), power, train());
   const SimulationResult r = simulate(model, {});
-  EXPECT_EQ(r.recurrences.size(), 2 * model.batch_sizes().size() * model.power_limits_w().size());
+  EXPECT_EQ(r.recurrences.size(),
+            2 * model.batch_sizes().size() * model.all_power_limits_w().size());
   // Default: b0 = 256 at 250 W; its five runs reach 0.65 in 22, 20, 20, 21, 23 epochs (mean 21.2).
   EXPECT_EQ(r.baseline.batch_size, 256);
   EXPECT_EQ(r.baseline.power_limit_w, 250);

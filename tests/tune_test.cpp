@@ -1,17 +1,20 @@
 // `zeus tune` through the binary, with a fake training command (a shell script that writes a
 // train result whose cost depends on the batch size): recurrences, thresholds, the history,
 // resuming after SIGKILL, and bad input. The real example under `zeus tune` is in example_test.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/optimize/bso_policy.h"
 #include "zeus/tune/tuner.h"
 
 namespace zeus {
@@ -24,7 +27,7 @@ namespace fs = std::filesystem;
 // $SLOW_ON_CALL is N, the N-th call sleeps for a minute first (to be killed meanwhile).
 constexpr const char* kFakeTrainer = R"(#!/bin/sh
 bs=$1
-echo "bs=$bs threshold=$ZEUS_COST_THRESH eta=$ZEUS_ETA_KNOB job=$ZEUS_JOB_ID" >> "$ZEUS_LOG_DIR/calls.log"
+echo "bs=$bs threshold=$ZEUS_COST_THRESH eta=$ZEUS_ETA_KNOB job=$ZEUS_JOB_ID cap=$ZEUS_MAX_EPOCHS" >> "$ZEUS_LOG_DIR/calls.log"
 n=$(wc -l < "$ZEUS_LOG_DIR/calls.log")
 # exec: the sleep itself gets the SIGTERM zeus tune arranges for its command when it dies.
 if [ -n "$SLOW_ON_CALL" ] && [ "$n" -eq "$SLOW_ON_CALL" ]; then exec sleep 60; fi
@@ -167,6 +170,69 @@ TEST(ZeusTune, BadInputExitsTwoWithoutRunning) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("wrote 0 train results"));
   EXPECT_TRUE(tune::read_tries(f.dir / "none" / tune::kTriesFileName).empty());
+}
+
+TEST(ZeusTune, LeanPolicyIsRecordedCapsDownwardTriesAndIsNotResumedAsZeus) {
+  Fixture f;
+  const fs::path log = f.dir / "lean";
+  auto argv = f.tune_argv(log, 2);
+  argv.insert(argv.begin() + 2, {"--policy", "lean", "--lean", "gamma=0"});
+  auto r = test::run_process(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const optimize::LeanOptions knobs = optimize::parse_lean_options("gamma=0");
+  const std::string label = fmt::format("lean ({})", optimize::to_string(knobs));
+  EXPECT_THAT(r.out, HasSubstr("policy " + label));
+  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  ASSERT_GE(tries.size(), 2u);
+  for (const auto& t : tries) {
+    EXPECT_EQ(t.policy, label);
+  }
+  // The fake trainer reports 2 epochs; the downward try after b0 (32) gets ceil(cap x 2).
+  const int cap = static_cast<int>(std::ceil(knobs.cap * 2));
+  EXPECT_EQ(tries[1].batch_size, 32);
+  EXPECT_EQ(tries[1].epoch_cap, cap);
+  const std::string calls = read_file(log / "calls.log");
+  EXPECT_THAT(calls,
+              HasSubstr(fmt::format("bs=32 threshold=200 eta=0.5 job=rec001+try0 cap={}", cap)));
+  EXPECT_THAT(calls, HasSubstr("bs=64 threshold=inf eta=0.5 job=rec000+try0 cap=\n"));
+
+  // The same log dir under zeus (or lean with other knobs) is refused, naming how to resume.
+  r = test::run_process(f.tune_argv(log, 3));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("was tuned under policy " + label + ", not zeus"));
+  EXPECT_THAT(r.err, HasSubstr("--policy lean --lean " + optimize::to_string(knobs)));
+  argv = f.tune_argv(log, 3);
+  argv.insert(argv.begin() + 2, {"--policy", "lean"});
+  r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("was tuned under policy"));
+  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tries.size()) << "nothing ran";
+
+  // A tune.json from before policies holds a zeus run: it resumes under zeus only.
+  const fs::path old = f.dir / "old";
+  ASSERT_EQ(test::run_process(f.tune_argv(old, 1)).exit_code, 0);
+  auto saved = nlohmann::json::parse(read_file(old / tune::kOptionsFileName));
+  saved.erase("policy");
+  write_file_atomic(old / tune::kOptionsFileName, saved.dump());
+  EXPECT_EQ(test::run_process(f.tune_argv(old, 2)).exit_code, 0);
+  argv = f.tune_argv(old, 3);
+  argv.insert(argv.begin() + 2, {"--policy", "lean"});
+  r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("was tuned under policy zeus, not lean"));
+
+  // Knobs without the policy, and an unknown policy, are errors before anything runs.
+  argv = f.tune_argv(f.dir / "bad", 1);
+  argv.insert(argv.begin() + 2, {"--lean", "cap=2"});
+  r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("add --policy lean"));
+  argv = f.tune_argv(f.dir / "bad", 1);
+  argv.insert(argv.begin() + 2, {"--policy", "greedy"});
+  r = test::run_process(argv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("choose zeus"));
+  EXPECT_FALSE(fs::exists(f.dir / "bad" / "calls.log"));
 }
 
 }  // namespace

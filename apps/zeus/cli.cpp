@@ -82,6 +82,20 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   simulate_cmd->add_flag("--show-profiles", simulate.show_profiles,
                          "Also print the JIT power limit chosen for each batch size");
+  simulate_cmd
+      ->add_option("--policy", simulate.policy,
+                   "Batch-size policy: zeus (the paper's) or lean (less waste in pruning)")
+      ->capture_default_str();
+  simulate_cmd->add_option("--lean", simulate.lean,
+                           "Lean's knobs over its defaults, e.g. gamma=1.25,patience=2,retry=1.25,"
+                           "cap=1.25,spread=0.5 (0 turns a rule off)");
+  simulate_cmd
+      ->add_option("--fidelity", simulate.fidelity,
+                   "Profiled epochs: zeus (the mean over limits, as the paper) or windows (the "
+                   "profiler's windows limit by limit)")
+      ->capture_default_str();
+  simulate_cmd->add_flag("--explain", simulate.explain,
+                         "Per job: where the cumulative energy went against the oracle");
 
   RestoreLimitsCommandOptions restore;
   CLI::App* restore_cmd = app.add_subcommand(
@@ -136,6 +150,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   tune_cmd->add_option("--default-lr", tune.default_lr, "Learning rate at the default batch size");
   tune_cmd->add_option("--epochs", tune.epochs, "Value of {epochs}");
+  tune_cmd
+      ->add_option("--policy", tune.policy,
+                   "Batch-size policy: zeus (the paper's) or lean (less waste in pruning)")
+      ->capture_default_str();
+  tune_cmd->add_option(
+      "--lean", tune.lean,
+      "Lean's knobs over its defaults, e.g. gamma=1.25,cap=0 (0 turns a rule off)");
   tune_cmd->add_option("--max-tries", tune.max_tries_per_recurrence,
                        "Tries per recurrence before giving up (0: batch sizes + 1)");
   tune_cmd->add_option("--log-dir", tune.log_dir, "Results, history (resumable)")

@@ -45,6 +45,10 @@ struct SimulateCommandOptions {
   std::string trace_dir;         // empty: the repository's data/zeus-traces
   std::string selector = "cost";
   bool show_profiles = false;
+  std::string policy = "zeus";    // zeus | lean
+  std::string lean;               // lean's knobs over its defaults: "gamma=1.5,cap=0"
+  std::string fidelity = "zeus";  // zeus | windows
+  bool explain = false;           // where each job's energy went against the oracle
 };
 
 struct ReportCommandOptions {

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/sim/explain.h"
 #include "zeus/sim/simulator.h"
 #include "zeus/trace/power_trace.h"
 #include "zeus/trace/train_trace.h"
@@ -79,24 +80,31 @@ std::pair<int64_t, int64_t> most_common_final(const Group& g) {
       ->first;
 }
 
+std::string policy_label(const SimulateCommandOptions& o) {
+  return o.policy == "lean"
+             ? fmt::format("lean ({})", optimize::to_string(optimize::parse_lean_options(o.lean)))
+             : o.policy;
+}
+
 void print_table(std::ostream& out, const std::vector<Group>& groups, bool show_profiles,
                  const SimulateCommandOptions& o, size_t seeds) {
   out << fmt::format(
-      "zeus simulate: eta {}, beta {}, {} seed(s) ({}); energy and time vs Default "
-      "(b0 at the maximum power limit), cumulative over all recurrences\n",
-      o.eta, o.beta, seeds, o.seeds);
-  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>13} {:>12} {:>14} {:>14} {:>14} {:>13}\n", "gpu",
-                     "workload", "b0", "recur", "energy saved", "time change", "last-10 saved",
-                     "final (b, W)", "oracle (b, W)", "oracle saved");
+      "zeus simulate: policy {}, fidelity {}, eta {}, beta {}, {} seed(s) ({}); energy, cost and "
+      "time vs Default (b0 at the maximum power limit), cumulative over all recurrences\n",
+      policy_label(o), o.fidelity, o.eta, o.beta, seeds, o.seeds);
+  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>13} {:>11} {:>12} {:>14} {:>14} {:>14} {:>13}\n",
+                     "gpu", "workload", "b0", "recur", "energy saved", "cost saved", "time change",
+                     "last-10 saved", "final (b, W)", "oracle (b, W)", "oracle saved");
   for (const auto& g : groups) {
     const auto [final_bs, final_pl] = most_common_final(g);
     const auto& first = g.runs.front();
     const double oracle_saved = 1.0 - first.oracle.energy_j / first.baseline.energy_j;
     out << fmt::format(
-        "{:<8} {:<13} {:>5} {:>6} {:>12.1f}% {:>+11.1f}% {:>13.1f}% {:>14} {:>14} "
+        "{:<8} {:<13} {:>5} {:>6} {:>12.1f}% {:>10.1f}% {:>+11.1f}% {:>13.1f}% {:>14} {:>14} "
         "{:>12.1f}%\n",
         g.gpu, g.workload, g.b0, first.recurrences.size(),
         100 * mean_of(g, &sim::SimulationResult::energy_savings),
+        100 * mean_of(g, &sim::SimulationResult::cost_savings),
         100 * mean_of(g, &sim::SimulationResult::time_change),
         100 * mean_of(g, &sim::SimulationResult::last10_energy_savings),
         fmt::format("({}, {})", final_bs, final_pl),
@@ -110,6 +118,53 @@ void print_table(std::ostream& out, const std::vector<Group>& groups, bool show_
       out << fmt::format("    JIT power limit per batch size: {}\n", fmt::join(parts, " "));
     }
   }
+  double energy = 0;
+  double cost = 0;
+  for (const auto& g : groups) {
+    energy += mean_of(g, &sim::SimulationResult::energy_savings);
+    cost += mean_of(g, &sim::SimulationResult::cost_savings);
+  }
+  out << fmt::format("mean over {} jobs: energy saved {:.2f}%, cost saved {:.2f}%\n", groups.size(),
+                     100 * energy / static_cast<double>(groups.size()),
+                     100 * cost / static_cast<double>(groups.size()));
+}
+
+// Where each job's energy went against the oracle, mean over seeds, in percent of the Default's
+// cumulative energy (so the gap is oracle saved - energy saved).
+void print_explain(std::ostream& out, const std::vector<Group>& groups) {
+  out << "\nwhere the energy went against the oracle (the best static (b, W) every recurrence), "
+         "mean over seeds, in % of the Default's cumulative energy:\n";
+  out << fmt::format("{:<8} {:<13} {:>7}", "gpu", "workload", "gap");
+  for (const auto& part : sim::gap_parts()) {
+    out << fmt::format(" {:>{}}", part.name, std::max<size_t>(part.name.size(), 8));
+  }
+  out << "\n";
+  for (const auto& g : groups) {
+    sim::EnergyGap mean;
+    for (const auto& r : g.runs) {
+      const sim::EnergyGap gap = sim::explain(r);
+      for (const auto& part : sim::gap_parts()) {
+        mean.*part.field +=
+            100 * gap.*part.field / r.baseline_energy_j / static_cast<double>(g.runs.size());
+      }
+    }
+    out << fmt::format("{:<8} {:<13} {:>6.2f}%", g.gpu, g.workload, mean.total_j());
+    for (const auto& part : sim::gap_parts()) {
+      out << fmt::format(" {:>{}.2f}%", mean.*part.field,
+                         std::max<size_t>(part.name.size(), 8) - 1);
+    }
+    out << "\n";
+  }
+}
+
+nlohmann::json explain_json(const sim::SimulationResult& r) {
+  const sim::EnergyGap gap = sim::explain(r);
+  return {{"gap_j", gap.total_j()},
+          {"pruning_failed_j", gap.pruning_failed_j},
+          {"pruning_worse_j", gap.pruning_worse_j},
+          {"thompson_j", gap.thompson_j},
+          {"profiling_j", gap.profiling_j},
+          {"first_recurrence_j", gap.first_recurrence_j}};
 }
 
 nlohmann::json to_json(const sim::SimulationResult& r) {
@@ -123,6 +178,24 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
                    {"tries", rec.tries},
                    {"reached", rec.reached}});
   }
+  nlohmann::json tries = nlohmann::json::array();
+  for (const auto& t : r.tries) {
+    nlohmann::json j{{"recurrence", t.recurrence},
+                     {"batch_size", t.batch_size},
+                     {"power_limit_w", t.power_limit_w},
+                     {"stage", t.pruning ? "pruning" : "thompson"},
+                     {"ran", t.ran},
+                     {"epochs", t.epochs},
+                     {"energy_j", t.energy_j},
+                     {"time_s", t.time_s},
+                     {"cost", t.cost},
+                     {"reached", t.reached},
+                     {"profiling_energy_j", t.profiling_energy_j}};
+    if (t.epoch_cap) {
+      j["epoch_cap"] = *t.epoch_cap;
+    }
+    tries.push_back(std::move(j));
+  }
   nlohmann::json jit = nlohmann::json::object();
   for (const auto& [bs, w] : r.jit_limits_w) {
     jit[std::to_string(bs)] = w;
@@ -130,12 +203,16 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
   return {{"gpu", r.gpu},
           {"workload", r.workload},
           {"seed", r.seed},
+          {"policy", optimize::to_string(r.policy)},
           {"recurrences", r.recurrences.size()},
           {"zeus_energy_j", r.zeus_energy_j},
           {"zeus_time_s", r.zeus_time_s},
           {"baseline_energy_j", r.baseline_energy_j},
           {"baseline_time_s", r.baseline_time_s},
+          {"zeus_cost", r.zeus_cost},
+          {"baseline_cost", r.baseline_cost},
           {"energy_savings", r.energy_savings()},
+          {"cost_savings", r.cost_savings()},
           {"time_change", r.time_change()},
           {"last10_energy_savings", r.last10_energy_savings()},
           {"final_batch_size", r.final_batch_size},
@@ -143,8 +220,11 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
           {"oracle_batch_size", r.oracle.batch_size},
           {"oracle_power_limit_w", r.oracle.power_limit_w},
           {"oracle_energy_j", r.oracle.energy_j},
+          {"oracle_cost", r.oracle.cost},
           {"jit_power_limit_w", jit},
-          {"recurrence_log", log}};
+          {"explain", explain_json(r)},
+          {"recurrence_log", log},
+          {"tries", tries}};
 }
 
 }  // namespace
@@ -168,6 +248,12 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
     options.beta = o.beta;
     options.recurrences = std::max(o.recurrences, 0);
     options.selector = optimize::parse_selector(o.selector);
+    options.policy = optimize::parse_policy(o.policy);
+    if (!o.lean.empty() && options.policy != optimize::BsoPolicy::kLean) {
+      throw ConfigError(fmt::format("--lean '{}' sets lean's knobs; add --policy lean", o.lean));
+    }
+    options.lean = optimize::parse_lean_options(o.lean);
+    options.fidelity = sim::parse_fidelity(o.fidelity);
 
     std::vector<std::string> gpus;
     if (o.gpu == "all") {
@@ -212,18 +298,29 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
 
   if (o.format == "table") {
     print_table(out, groups, o.show_profiles, o, seeds.size());
+    if (o.explain) {
+      print_explain(out, groups);
+    }
   } else if (o.format == "csv") {
-    out << "gpu,workload,seed,recurrences,zeus_energy_j,zeus_time_s,baseline_energy_j,"
-           "baseline_time_s,energy_savings,time_change,last10_energy_savings,final_batch_size,"
-           "final_power_limit_w,oracle_batch_size,oracle_power_limit_w,default_batch_size\n";
+    out << "gpu,workload,seed,policy,recurrences,zeus_energy_j,zeus_time_s,zeus_cost,"
+           "baseline_energy_j,baseline_time_s,baseline_cost,energy_savings,cost_savings,"
+           "time_change,last10_energy_savings,final_batch_size,final_power_limit_w,"
+           "oracle_batch_size,oracle_power_limit_w,oracle_energy_j,default_batch_size,"
+           "gap_pruning_failed_j,gap_pruning_worse_j,gap_thompson_j,gap_profiling_j,"
+           "gap_first_recurrence_j\n";
     for (const auto& g : groups) {
       for (const auto& r : g.runs) {
+        const sim::EnergyGap gap = sim::explain(r);
         out << fmt::format(
-            "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n", r.gpu,
-            r.workload, r.seed, r.recurrences.size(), r.zeus_energy_j, r.zeus_time_s,
-            r.baseline_energy_j, r.baseline_time_s, r.energy_savings(), r.time_change(),
+            "{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.6f},{:.6f},{:.6f},{:.6f},"
+            "{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}\n",
+            r.gpu, r.workload, r.seed, optimize::to_string(r.policy), r.recurrences.size(),
+            r.zeus_energy_j, r.zeus_time_s, r.zeus_cost, r.baseline_energy_j, r.baseline_time_s,
+            r.baseline_cost, r.energy_savings(), r.cost_savings(), r.time_change(),
             r.last10_energy_savings(), r.final_batch_size, r.final_power_limit_w,
-            r.oracle.batch_size, r.oracle.power_limit_w, r.baseline.batch_size);
+            r.oracle.batch_size, r.oracle.power_limit_w, r.oracle.energy_j, r.baseline.batch_size,
+            gap.pruning_failed_j, gap.pruning_worse_j, gap.thompson_j, gap.profiling_j,
+            gap.first_recurrence_j);
       }
     }
   } else {

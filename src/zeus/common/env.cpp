@@ -14,7 +14,7 @@ std::span<const EnvVar> all_env_vars() {
       kEnvNvmlLibrary,  kEnvTraceDir,     kEnvSimGpus,       kEnvSimState, kEnvRaplRoot,
       kEnvLogLevel,     kEnvSpawnWorker,  kEnvSpawnErrorDir, kEnvPython,   kEnvLogDir,
       kEnvJobId,        kEnvTargetMetric, kEnvCostThresh,    kEnvEtaKnob,  kEnvProfileParams,
-      kEnvUseOptimalPl, kEnvMeasureOnly,  kEnvDevice,        kEnvSimClock};
+      kEnvUseOptimalPl, kEnvMeasureOnly,  kEnvDevice,        kEnvSimClock, kEnvMaxEpochs};
   return kAll;
 }
 

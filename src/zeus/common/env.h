@@ -44,6 +44,10 @@ inline constexpr EnvVar kEnvTargetMetric{
     "ZEUS_TARGET_METRIC", "", "Validation metric at which training stops (required by Zeus)"};
 inline constexpr EnvVar kEnvCostThresh{"ZEUS_COST_THRESH", "inf",
                                        "Stop when the next epoch would bring the cost to this (J)"};
+inline constexpr EnvVar kEnvMaxEpochs{
+    "ZEUS_MAX_EPOCHS", "",
+    "At most this many epochs (below the program's own limit): set by zeus tune --policy lean "
+    "for a capped try, which then ends as not reached"};
 inline constexpr EnvVar kEnvEtaKnob{"ZEUS_ETA_KNOB", "0.5",
                                     "eta in [0, 1]: weight of energy against time in the cost"};
 inline constexpr EnvVar kEnvProfileParams{"ZEUS_PROFILE_PARAMS", "10,40",

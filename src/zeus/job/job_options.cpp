@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -83,6 +84,14 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
     throw ConfigError(fmt::format("batch_size {} must be at least 1", per_rank_batch_size));
   }
   r.max_epochs = max_epochs;
+  if (const auto cap = get_env(kEnvMaxEpochs)) {
+    const int epochs = parse_int_or_throw(*cap, kEnvMaxEpochs.name);
+    if (epochs < 1) {
+      throw ConfigError(
+          fmt::format("{}={} must be at least 1 (epochs)", kEnvMaxEpochs.name, epochs));
+    }
+    r.max_epochs = std::min(max_epochs, epochs);
+  }
   r.per_rank_batch_size = per_rank_batch_size;
   r.global_batch_size = per_rank_batch_size * world_size;
 

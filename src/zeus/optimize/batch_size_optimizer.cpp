@@ -23,16 +23,20 @@ std::string to_json_line(const BatchSizeObservation& obs) {
   if (obs.recurrence_cost != 0) {
     j["recurrence_cost"] = obs.recurrence_cost;
   }
+  if (obs.epochs != 0) {
+    j["epochs"] = obs.epochs;
+  }
   return j.dump() + "\n";
 }
 
 BatchSizeObservation observation_from_json_line(std::string_view line, std::string_view where) {
   try {
     const auto j = nlohmann::json::parse(line);
-    BatchSizeObservation obs{json_int(j.at("batch_size"), fmt::format("{}: batch_size", where)),
-                             j.at("cost").get<double>(), j.at("reached").get<bool>(),
-                             j.value("recurrence_cost", 0.0)};
-    if (obs.batch_size <= 0 || !std::isfinite(obs.cost) || obs.cost < 0 ||
+    BatchSizeObservation obs{
+        json_int(j.at("batch_size"), fmt::format("{}: batch_size", where)),
+        j.at("cost").get<double>(), j.at("reached").get<bool>(), j.value("recurrence_cost", 0.0),
+        json_int(j.value("epochs", nlohmann::json(0)), fmt::format("{}: epochs", where))};
+    if (obs.batch_size <= 0 || obs.epochs < 0 || !std::isfinite(obs.cost) || obs.cost < 0 ||
         !std::isfinite(obs.recurrence_cost) || obs.recurrence_cost < 0) {
       throw ConfigError(fmt::format("{}: batch size {} or cost {} out of range", where,
                                     obs.batch_size, obs.cost));
@@ -75,6 +79,10 @@ BatchSizeOptimizer::BatchSizeOptimizer(BatchSizeOptimizerOptions options)
         fmt::format("beta {} must be at least 1 (the threshold is beta x the best "
                     "cost so far)",
                     options_.beta));
+  }
+  if (options_.policy == BsoPolicy::kLean) {
+    // The same checks as the command line's, for options built in code.
+    parse_lean_options(to_string(options_.lean));
   }
   if (options_.window < 0 || options_.pruning_rounds < 1 || options_.explorations_per_arm < 1) {
     throw ConfigError(
@@ -127,14 +135,20 @@ void BatchSizeOptimizer::end_round() {
     survivors.push_back(bs);
   }
   if (round_ < options_.pruning_rounds) {
+    const double best_cost = round_survivors_.at(round_best_batch_size_);
+    if (lean() && options_.lean.retry > 0) {
+      // Lean: a survivor far from the round's best is not worth a second try.
+      std::erase_if(survivors, [&](int64_t bs) {
+        return round_survivors_.at(bs) > options_.lean.retry * best_cost;
+      });
+    }
     ++round_;
     round_list_ = survivors;
-    round_start_ =
-        std::min_element(round_survivors_.begin(), round_survivors_.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; })
-            ->first;
+    round_start_ = round_best_batch_size_;
     phase_ = Phase::kStart;
     round_survivors_.clear();
+    expensive_streak_ = 0;
+    down_epochs_ = 0;
     return;
   }
   arms_ = survivors;
@@ -152,8 +166,15 @@ int64_t BatchSizeOptimizer::next_batch_size() {
       return next_batch_size();
     }
     pending_ = candidate;
+    pending_cap_.reset();
+    if (lean() && options_.lean.cap > 0 && phase_ == Phase::kDown && down_epochs_ > 0) {
+      pending_cap_ = std::max<int64_t>(
+          1,
+          static_cast<int64_t>(std::ceil(options_.lean.cap * static_cast<double>(down_epochs_))));
+    }
     return *pending_;
   }
+  pending_cap_.reset();
   pending_ = thompson_choice();
   return *pending_;
 }
@@ -171,39 +192,66 @@ void BatchSizeOptimizer::observe(const BatchSizeObservation& obs) {
         obs.batch_size));
   }
   pending_.reset();
+  pending_cap_.reset();
   history_.push_back(obs);
-  rewards_[obs.batch_size].push_back(-obs.cost);
+  double reward_cost = obs.cost;
+  if (lean() && !obs.reached && std::isfinite(min_cost_)) {
+    // Lean fixes Zeus's latent defect: a try stopped early is no cheaper than the threshold.
+    reward_cost = std::max(reward_cost, options_.beta * min_cost_);
+  }
+  rewards_[obs.batch_size].push_back(-reward_cost);
   if (obs.reached) {
     min_cost_ = std::min(min_cost_, obs.recurrence_cost != 0 ? obs.recurrence_cost : obs.cost);
   }
-  if (stage_ != Stage::kPruning) {
+  if (stage_ == Stage::kPruning) {
+    observe_pruning(obs);
+  }
+}
+
+void BatchSizeOptimizer::end_direction() {
+  expensive_streak_ = 0;
+  if (phase_ == Phase::kDown) {
+    phase_ = Phase::kUp;
+    last_tried_ = round_start_;
+  } else {
+    last_tried_ = round_list_.back();
+  }
+}
+
+void BatchSizeOptimizer::observe_pruning(const BatchSizeObservation& obs) {
+  double round_best = std::numeric_limits<double>::infinity();
+  for (const auto& [bs, cost] : round_survivors_) {
+    round_best = std::min(round_best, cost);
+  }
+  if (obs.reached) {
+    round_survivors_[obs.batch_size] = obs.cost;
+    if (obs.cost < round_best) {
+      round_best_batch_size_ = obs.batch_size;  // ties: the first tried, as in Zeus
+    }
+  }
+  if (phase_ == Phase::kStart) {
+    // As in Zeus, the round's start is the first size of its downward list: when it fails (a
+    // round-2 start can), the round goes on upwards.
+    phase_ = obs.reached ? Phase::kDown : Phase::kUp;
+    last_tried_ = round_start_;
+    down_epochs_ = obs.reached ? obs.epochs : 0;
     return;
   }
-  switch (phase_) {
-    case Phase::kStart:
-      if (obs.reached) {
-        round_survivors_[obs.batch_size] = obs.cost;
-      }
-      phase_ = Phase::kDown;
-      last_tried_ = round_start_;
-      break;
-    case Phase::kDown:
-      if (obs.reached) {
-        round_survivors_[obs.batch_size] = obs.cost;
-        last_tried_ = obs.batch_size;
-      } else {
-        phase_ = Phase::kUp;  // the first failure ends the downward direction
-        last_tried_ = round_start_;
-      }
-      break;
-    case Phase::kUp:
-      if (obs.reached) {
-        round_survivors_[obs.batch_size] = obs.cost;
-        last_tried_ = obs.batch_size;
-      } else {
-        last_tried_ = round_list_.back();  // the first failure ends the upward direction
-      }
-      break;
+  if (!obs.reached) {
+    end_direction();  // the first failure ends the direction
+    return;
+  }
+  last_tried_ = obs.batch_size;
+  if (phase_ == Phase::kDown) {
+    down_epochs_ = obs.epochs;
+  }
+  if (lean() && options_.lean.gamma > 0) {
+    // Lean: reaching, but at a price far above the round's best, `patience` times in a row:
+    // further sizes in this direction are unlikely to do better.
+    expensive_streak_ = obs.cost > options_.lean.gamma * round_best ? expensive_streak_ + 1 : 0;
+    if (expensive_streak_ >= options_.lean.patience) {
+      end_direction();
+    }
   }
 }
 
@@ -258,7 +306,8 @@ int64_t BatchSizeOptimizer::thompson_choice() {
     const auto [mean, var] = *posterior(arm);
     double sample = mean;
     if (var > 0) {
-      std::normal_distribution<double> normal(mean, std::sqrt(var));
+      const double spread = lean() ? options_.lean.spread : 1.0;
+      std::normal_distribution<double> normal(mean, spread * std::sqrt(var));
       sample = normal(rng_);
     }
     if (sample > best_sample) {

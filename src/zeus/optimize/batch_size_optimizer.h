@@ -1,7 +1,8 @@
 // The batch-size optimizer across recurring jobs: prune the batch sizes that cannot reach the
 // target (2 rounds, down then up from the default), then Gaussian Thompson sampling over the
 // survivors with reward = -cost. Pure and seeded: the same seed and observations give the same
-// decisions, so a history file replays to the same state.
+// decisions, so a history file replays to the same state. The policy (bso_policy.h) is `zeus`,
+// the paper's algorithm, or `lean`, which adds rules that end wasteful pruning tries sooner.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "zeus/optimize/bso_policy.h"
+
 namespace zeus::optimize {
 
 struct BatchSizeOptimizerOptions {
@@ -23,17 +26,22 @@ struct BatchSizeOptimizerOptions {
   int window = 0;  // Thompson sampling uses the last `window` observations per arm; 0: all
   int pruning_rounds = 2;
   int explorations_per_arm = 2;
+  BsoPolicy policy = BsoPolicy::kZeus;
+  LeanOptions lean;  // used by BsoPolicy::kLean only
 };
 
 // The outcome of one try. `cost` is that try's own cost: the Thompson reward is -cost, so a
 // batch size is not blamed for the failures of other batch sizes tried before it in the same
 // recurrence. `recurrence_cost` is, for a try that reached the target, the cost summed over all
 // tries of its recurrence: min_cost (and so the early-stop threshold) uses it; 0 means `cost`.
+// `epochs` is how many epochs the try ran (0: unknown, or it never started); lean's epoch cap
+// is derived from it, so it is part of the history.
 struct BatchSizeObservation {
   int64_t batch_size = 0;
   double cost = 0;
   bool reached = false;
   double recurrence_cost = 0;
+  int64_t epochs = 0;
 };
 
 std::string to_json_line(const BatchSizeObservation& obs);
@@ -54,12 +62,16 @@ class BatchSizeOptimizer {
 
   // The batch size to try next (the same value until it is observed).
   int64_t next_batch_size();
+  // The most epochs the pending try may run (lean's downward-scan cap), nullopt: the job's own
+  // limit. Call after next_batch_size().
+  std::optional<int64_t> epoch_cap() const { return pending_cap_; }
   // Records the try of the batch size last returned. Throws ConfigError when it is another batch
   // size, or when the very first try (the default batch size) did not reach the target.
   void observe(const BatchSizeObservation& obs);
   // Rebuilds the state from a history, checking that each decision matches the recorded one.
   void replay(const std::vector<BatchSizeObservation>& history);
 
+  const BatchSizeOptimizerOptions& options() const { return options_; }
   bool pruning() const { return stage_ == Stage::kPruning; }
   int pruning_round() const { return round_; }
   // The batch sizes left for Thompson sampling (set when pruning ends).
@@ -68,7 +80,8 @@ class BatchSizeOptimizer {
   double min_cost() const { return min_cost_; }
   // beta * min_cost(): the early-stop threshold for the next run.
   double cost_threshold() const;
-  // Posterior (mean, variance) of an arm's reward over its (windowed) observations.
+  // Posterior (mean, variance) of an arm's reward over its (windowed) observations; lean's
+  // spread is not applied here (it scales the draw).
   std::optional<std::pair<double, double>> posterior(int64_t batch_size) const;
   const std::vector<BatchSizeObservation>& history() const { return history_; }
 
@@ -76,7 +89,10 @@ class BatchSizeOptimizer {
   enum class Stage { kPruning, kThompson };
   enum class Phase { kStart, kDown, kUp };
   std::optional<int64_t> next_pruning_candidate();
+  void observe_pruning(const BatchSizeObservation& obs);
+  void end_direction();
   void end_round();
+  bool lean() const { return options_.policy == BsoPolicy::kLean; }
   int64_t thompson_choice();
 
   BatchSizeOptimizerOptions options_;
@@ -88,6 +104,12 @@ class BatchSizeOptimizer {
   Phase phase_ = Phase::kStart;
   int64_t last_tried_ = 0;
   std::map<int64_t, double> round_survivors_;  // batch size -> its cost this round
+  int64_t round_best_batch_size_ = 0;          // the cheapest of them
+  // Lean's state within a round: the expensive reaching tries in a row in this direction, and
+  // the epochs the last reaching try of the downward scan needed (0: none yet).
+  int expensive_streak_ = 0;
+  int64_t down_epochs_ = 0;
+  std::optional<int64_t> pending_cap_;
   std::vector<int64_t> arms_;
   std::map<int64_t, std::vector<double>> rewards_;
   std::optional<int64_t> pending_;

@@ -1,7 +1,6 @@
 #include "zeus/sim/simulator.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,72 +14,37 @@
 #include "zeus/optimize/cost.h"
 
 namespace zeus::sim {
-WorkloadModel::WorkloadModel(std::string gpu, const Job& job, const trace::PowerTrace& power,
-                             const trace::TrainTrace& train)
-    : gpu_(std::move(gpu)), job_(job) {
-  std::map<int64_t, std::set<int64_t>> limits_by_bs;
-  for (const auto& row : power.rows()) {
-    if (iequals(row.dataset, job.dataset) && iequals(row.network, job.network) &&
-        iequals(row.optimizer, job.optimizer)) {
-      points_[{row.batch_size, row.power_limit_w}] = {row.time_per_epoch_s, row.average_power_w};
-      limits_by_bs[row.batch_size].insert(row.power_limit_w);
-    }
-  }
-  const auto trained =
-      train.batch_sizes(job.dataset, job.network, job.optimizer, job.target_metric);
-  std::set<int64_t> common_limits;
-  bool first = true;
-  for (const int64_t bs : trained) {
-    const auto it = limits_by_bs.find(bs);
-    if (it == limits_by_bs.end()) {
-      continue;
-    }
-    batch_sizes_.push_back(bs);
-    runs_[bs] = train.target_epochs(job.dataset, job.network, job.optimizer, bs, job.target_metric);
-    if (first) {
-      common_limits = it->second;
-      first = false;
-    } else {
-      std::set<int64_t> both;
-      std::set_intersection(common_limits.begin(), common_limits.end(), it->second.begin(),
-                            it->second.end(), std::inserter(both, both.begin()));
-      common_limits = std::move(both);
-    }
-  }
-  if (batch_sizes_.empty() || common_limits.empty()) {
-    throw ConfigError(fmt::format(
-        "{} traces ({}) and the training trace share no batch size for {} ({}, {}, target {}); "
-        "check the trace files",
-        gpu_, power.source(), job.dataset, job.network, job.optimizer, job.target_metric));
-  }
-  power_limits_w_.assign(common_limits.begin(), common_limits.end());
-  // b0, capped at the largest batch size this GPU has.
-  default_batch_size_ = batch_sizes_.front();
-  for (const int64_t bs : batch_sizes_) {
-    if (bs <= job.default_batch_size) {
-      default_batch_size_ = bs;
-    }
-  }
+
+std::string_view to_string(Fidelity fidelity) {
+  return fidelity == Fidelity::kWindows ? "windows" : "zeus";
 }
 
-const WorkloadModel::Point& WorkloadModel::point(int64_t batch_size, int64_t power_limit_w) const {
-  const auto it = points_.find({batch_size, power_limit_w});
-  ZEUS_ASSERT(it != points_.end(), "no trace point for batch size {} at {} W", batch_size,
-              power_limit_w);
-  return it->second;
+Fidelity parse_fidelity(std::string_view text) {
+  if (iequals(text, "zeus")) {
+    return Fidelity::kZeus;
+  }
+  if (iequals(text, "windows")) {
+    return Fidelity::kWindows;
+  }
+  throw ConfigError(fmt::format(
+      "--fidelity '{}': choose zeus (the paper's accounting: a profiled epoch at the mean over "
+      "limits) or windows (the profiler's warmup and profiling windows, limit by limit)",
+      text));
 }
 
-double WorkloadModel::epoch_time_s(int64_t batch_size, int64_t power_limit_w) const {
-  return point(batch_size, power_limit_w).time_s;
-}
-
-double WorkloadModel::epoch_energy_j(int64_t batch_size, int64_t power_limit_w) const {
-  const Point& p = point(batch_size, power_limit_w);
-  return p.time_s * p.power_w;
-}
-
-const std::vector<std::optional<int64_t>>& WorkloadModel::runs(int64_t batch_size) const {
-  return runs_.at(batch_size);
+std::map<int64_t, int64_t> jit_power_limits_w(const WorkloadModel& model, double eta,
+                                              const optimize::SelectorOptions& selector) {
+  std::map<int64_t, int64_t> out;
+  for (const int64_t bs : model.batch_sizes()) {
+    const optimize::CostModel cost(eta, static_cast<double>(model.max_power_limit_w(bs)));
+    std::vector<optimize::LimitMeasurement> measured;
+    for (const int64_t pl : model.power_limits_w(bs)) {
+      const double t = model.epoch_time_s(bs, pl);
+      measured.push_back({pl * 1000, 1.0 / t, model.epoch_energy_j(bs, pl) / t});
+    }
+    out[bs] = optimize::select_power_limit(measured, cost, selector) / 1000;
+  }
+  return out;
 }
 
 namespace {
@@ -103,35 +67,136 @@ std::optional<double> mean_epochs(const std::vector<std::optional<int64_t>>& run
   return sum / static_cast<double>(runs.size());
 }
 
+struct EpochCost {
+  double energy_j = 0;
+  double time_s = 0;
+};
+
+// A batch size's epochs at its chosen limit, preceded (on its first try) by the profiled ones.
+struct EpochPlan {
+  std::vector<EpochCost> profiled;
+  EpochCost steady;
+
+  EpochCost epoch(size_t index) const { return index < profiled.size() ? profiled[index] : steady; }
+};
+
+EpochPlan plan_epochs(const WorkloadModel& model, int64_t bs, int64_t chosen_w, bool profile,
+                      const SimulationOptions& o) {
+  EpochPlan plan;
+  plan.steady = {model.epoch_energy_j(bs, chosen_w), model.epoch_time_s(bs, chosen_w)};
+  if (!profile) {
+    return plan;
+  }
+  const auto& limits = model.power_limits_w(bs);
+  if (o.fidelity == Fidelity::kZeus) {
+    EpochCost mean;
+    for (const int64_t pl : limits) {
+      mean.energy_j += model.epoch_energy_j(bs, pl) / static_cast<double>(limits.size());
+      mean.time_s += model.epoch_time_s(bs, pl) / static_cast<double>(limits.size());
+    }
+    plan.profiled.push_back(mean);
+    return plan;
+  }
+  // kWindows: walk the profiler's schedule iteration by iteration (highest limit first).
+  const int64_t n = model.iterations_per_epoch(bs);
+  int64_t warmup = o.warmup_iters;
+  int64_t measured = o.profile_iters;
+  if (n < warmup + measured) {
+    const int64_t total = warmup + measured;
+    warmup = warmup * n / total;
+    measured = measured * n / total;
+    if (warmup < 1 || measured < 1) {
+      throw ConfigError(fmt::format(
+          "{} {} batch size {}: an epoch of {} iterations is too short to profile a power limit "
+          "({}+{} iterations); lower the windows (ZEUS_PROFILE_PARAMS)",
+          model.gpu(), model.job().dataset, bs, n, o.warmup_iters, o.profile_iters));
+    }
+  }
+  const int64_t window = warmup + measured;
+  auto per_iteration = [&](int64_t pl, int64_t iterations) {
+    const double share = static_cast<double>(iterations) / static_cast<double>(n);
+    return EpochCost{model.epoch_energy_j(bs, pl) * share, model.epoch_time_s(bs, pl) * share};
+  };
+  std::vector<int64_t> order(limits.rbegin(), limits.rend());
+  size_t next = 0;
+  int64_t current = limits.back();  // the GPU starts at its maximum
+  while (next < order.size()) {
+    EpochCost epoch;
+    int64_t left = n;
+    while (left > 0) {
+      EpochCost part;
+      if (next < order.size() && left >= window) {
+        part = per_iteration(order[next], window);
+        left -= window;
+        current = ++next == order.size() ? chosen_w : order[next - 1];
+      } else {
+        part = per_iteration(current, left);
+        left = 0;
+      }
+      epoch.energy_j += part.energy_j;
+      epoch.time_s += part.time_s;
+    }
+    plan.profiled.push_back(epoch);
+  }
+  return plan;
+}
+
+// The epochs a try may run under `threshold` (0: not even one).
+int64_t allowed_epochs(const EpochPlan& plan, const optimize::CostModel& cost,
+                       const optimize::CostModel& epoch_cost_model, double threshold,
+                       int64_t max_epochs, Fidelity fidelity) {
+  if (!std::isfinite(threshold)) {
+    return max_epochs;
+  }
+  if (fidelity == Fidelity::kZeus) {
+    // Zeus: cost_ub // cost_per_epoch at the chosen limit, with that batch size's MAXPOWER.
+    const double per_epoch = epoch_cost_model.cost(plan.steady.energy_j, plan.steady.time_s);
+    return std::min<int64_t>(max_epochs, static_cast<int64_t>(std::floor(threshold / per_epoch)));
+  }
+  double so_far = 0;
+  int64_t n = 0;
+  while (n < max_epochs) {
+    const EpochCost e = plan.epoch(static_cast<size_t>(n));
+    const double next = so_far + cost.cost(e.energy_j, e.time_s);
+    const bool profiling = static_cast<size_t>(n) < plan.profiled.size();
+    if ((n == 0 || !profiling) && next >= threshold) {
+      break;
+    }
+    so_far = next;
+    ++n;
+  }
+  return n;
+}
+
+void check_options(const SimulationOptions& o) {
+  if (o.recurrences < 0) {
+    throw ConfigError(fmt::format("recurrences {} must be positive", o.recurrences));
+  }
+  if (o.warmup_iters < 1 || o.profile_iters < 1) {
+    throw ConfigError(fmt::format("profiling windows {}+{} must both be at least 1 iteration",
+                                  o.warmup_iters, o.profile_iters));
+  }
+}
+
 }  // namespace
 
 SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& options) {
+  check_options(options);
   const optimize::CostModel cost(options.eta, static_cast<double>(model.max_power_limit_w()));
-  if (options.recurrences < 0) {
-    throw ConfigError(fmt::format("recurrences {} must be positive", options.recurrences));
-  }
   const Job& job = model.job();
   SimulationResult result;
   result.gpu = model.gpu();
   result.workload = std::string(job.dataset);
   result.seed = options.seed;
+  result.policy = options.policy;
+  result.jit_limits_w = jit_power_limits_w(model, options.eta, options.selector);
 
-  // The JIT profiler's choice per batch size, from the trace with the same selector code.
-  for (const int64_t bs : model.batch_sizes()) {
-    std::vector<optimize::LimitMeasurement> measured;
-    for (const int64_t pl : model.power_limits_w()) {
-      const double t = model.epoch_time_s(bs, pl);
-      measured.push_back({pl * 1000, 1.0 / t, model.epoch_energy_j(bs, pl) / t});
-    }
-    result.jit_limits_w[bs] = optimize::select_power_limit(measured, cost, options.selector) / 1000;
-  }
-
-  // Baseline: b0 at the maximum limit, the expectation over its runs.
+  // Baseline: b0 at its maximum limit, the expectation over its runs.
   const int64_t b0 = model.default_batch_size();
-  const int64_t max_pl = model.max_power_limit_w();
+  const int64_t b0_max = model.max_power_limit_w(b0);
   const double b0_epochs = *mean_epochs(model.runs(b0), job.max_epochs, false);
-  result.baseline = {b0, max_pl, b0_epochs * model.epoch_energy_j(b0, max_pl),
-                     b0_epochs * model.epoch_time_s(b0, max_pl), 0};
+  result.baseline = {b0, b0_max, b0_epochs * model.epoch_energy_j(b0, b0_max),
+                     b0_epochs * model.epoch_time_s(b0, b0_max), 0};
   result.baseline.cost = cost.cost(result.baseline.energy_j, result.baseline.time_s);
 
   // Oracle: the best static (b, pl) among batch sizes whose every run reaches the target.
@@ -141,7 +206,7 @@ SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& o
     if (!epochs) {
       continue;
     }
-    for (const int64_t pl : model.power_limits_w()) {
+    for (const int64_t pl : model.power_limits_w(bs)) {
       const double e = *epochs * model.epoch_energy_j(bs, pl);
       const double t = *epochs * model.epoch_time_s(bs, pl);
       const double c = cost.cost(e, t);
@@ -151,19 +216,17 @@ SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& o
     }
   }
 
-  optimize::BatchSizeOptimizerOptions bso_options;
-  bso_options.batch_sizes = model.batch_sizes();
-  bso_options.default_batch_size = b0;
-  bso_options.beta = options.beta;
-  bso_options.seed = options.seed;
-  optimize::BatchSizeOptimizer bso(bso_options);
+  optimize::BatchSizeOptimizer bso({.batch_sizes = model.batch_sizes(),
+                                    .default_batch_size = b0,
+                                    .beta = options.beta,
+                                    .seed = options.seed,
+                                    .policy = options.policy,
+                                    .lean = options.lean});
   // Runs are sampled from their own stream, so the optimizer's draws do not shift them.
   std::mt19937_64 run_rng(options.seed * 0x9E3779B97F4A7C15ULL + 1);
 
   const int recurrences =
-      options.recurrences > 0
-          ? options.recurrences
-          : static_cast<int>(2 * model.batch_sizes().size() * model.power_limits_w().size());
+      options.recurrences > 0 ? options.recurrences : model.default_recurrences();
   std::set<int64_t> profiled;
   for (int r = 0; r < recurrences; ++r) {
     RecurrenceRecord rec;
@@ -172,60 +235,62 @@ SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& o
     while (rec.tries < options.max_tries_per_recurrence && !rec.reached) {
       ++rec.tries;
       const int64_t bs = bso.next_batch_size();
-      const int64_t pl = result.jit_limits_w.at(bs);
-      const double epoch_e = model.epoch_energy_j(bs, pl);
-      const double epoch_t = model.epoch_time_s(bs, pl);
-      // A batch size's first epoch profiles every limit: charge the mean over limits.
-      double first_e = epoch_e;
-      double first_t = epoch_t;
-      if (!profiled.contains(bs)) {
-        first_e = first_t = 0;
-        for (const int64_t p : model.power_limits_w()) {
-          first_e += model.epoch_energy_j(bs, p);
-          first_t += model.epoch_time_s(bs, p);
-        }
-        first_e /= static_cast<double>(model.power_limits_w().size());
-        first_t /= static_cast<double>(model.power_limits_w().size());
-      }
-      const double first_cost = cost.cost(first_e, first_t);
-      const double epoch_cost = cost.cost(epoch_e, epoch_t);
-      int64_t allowed = job.max_epochs;
-      if (std::isfinite(threshold)) {
-        allowed =
-            first_cost > threshold
-                ? 0
-                : std::min<int64_t>(
-                      job.max_epochs,
-                      1 + static_cast<int64_t>(std::floor((threshold - first_cost) / epoch_cost)));
+      TryRecord t;
+      t.recurrence = r;
+      t.batch_size = bs;
+      t.power_limit_w = result.jit_limits_w.at(bs);
+      t.pruning = bso.pruning();
+      t.epoch_cap = bso.epoch_cap();
+      const bool profile = !profiled.contains(bs);
+      const EpochPlan plan = plan_epochs(model, bs, t.power_limit_w, profile, options);
+      const optimize::CostModel bs_cost(options.eta,
+                                        static_cast<double>(model.max_power_limit_w(bs)));
+      int64_t allowed =
+          allowed_epochs(plan, cost, bs_cost, threshold, job.max_epochs, options.fidelity);
+      if (t.epoch_cap) {
+        allowed = std::min(allowed, *t.epoch_cap);
       }
       if (allowed == 0) {
         // Cannot afford one epoch under the threshold: a failure that costs nothing to run.
-        bso.observe({bs, 100.0 * options.beta * bso.min_cost(), false});
+        t.ran = false;
+        t.cost = 100.0 * options.beta * bso.min_cost();
+        bso.observe({bs, t.cost, false});
+        result.tries.push_back(t);
         continue;
       }
       const auto& runs = model.runs(bs);
       std::uniform_int_distribution<size_t> pick(0, runs.size() - 1);
       const std::optional<int64_t> target_epoch = runs[pick(run_rng)];
-      const bool reached = target_epoch && std::max<int64_t>(*target_epoch, 1) <= allowed;
-      const int64_t epochs = reached ? std::max<int64_t>(*target_epoch, 1) : allowed;
-      const double e = first_e + static_cast<double>(epochs - 1) * epoch_e;
-      const double t = first_t + static_cast<double>(epochs - 1) * epoch_t;
+      t.reached = target_epoch && std::max<int64_t>(*target_epoch, 1) <= allowed;
+      t.epochs = t.reached ? std::max<int64_t>(*target_epoch, 1) : allowed;
+      for (int64_t i = 0; i < t.epochs; ++i) {
+        const EpochCost e = plan.epoch(static_cast<size_t>(i));
+        t.energy_j += e.energy_j;
+        t.time_s += e.time_s;
+        if (static_cast<size_t>(i) < plan.profiled.size()) {
+          t.profiling_energy_j += e.energy_j - plan.steady.energy_j;
+        }
+      }
+      t.cost = cost.cost(t.energy_j, t.time_s);
       profiled.insert(bs);
-      rec.energy_j += e;
-      rec.time_s += t;
-      cost_so_far += cost.cost(e, t);
+      rec.energy_j += t.energy_j;
+      rec.time_s += t.time_s;
+      cost_so_far += t.cost;
       rec.batch_size = bs;
-      rec.power_limit_w = pl;
-      rec.reached = reached;
-      bso.observe({bs, cost.cost(e, t), reached, reached ? cost_so_far : 0.0});
+      rec.power_limit_w = t.power_limit_w;
+      rec.reached = t.reached;
+      bso.observe({bs, t.cost, t.reached, t.reached ? cost_so_far : 0.0, t.epochs});
+      result.tries.push_back(t);
     }
     rec.cost = cost_so_far;
     result.zeus_energy_j += rec.energy_j;
     result.zeus_time_s += rec.time_s;
+    result.zeus_cost += rec.cost;
     result.recurrences.push_back(rec);
   }
   result.baseline_energy_j = result.baseline.energy_j * recurrences;
   result.baseline_time_s = result.baseline.time_s * recurrences;
+  result.baseline_cost = result.baseline.cost * recurrences;
   const size_t last = std::min<size_t>(10, result.recurrences.size());
   for (size_t i = result.recurrences.size() - last; i < result.recurrences.size(); ++i) {
     result.last10_energy_j += result.recurrences[i].energy_j / static_cast<double>(last);

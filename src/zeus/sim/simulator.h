@@ -1,67 +1,65 @@
-// The trace-driven simulator of recurring training jobs: Zeus's batch-size optimizer and JIT
-// power-limit choice (the same optimize/ code the data loader uses) replayed over the measured
-// traces, against the Default baseline (the default batch size at the maximum power limit).
+// The trace-driven simulator of recurring training jobs: the batch-size optimizer (either
+// policy) and the JIT power-limit choice (the same optimize/ code the data loader uses) replayed
+// over the measured traces, against the Default baseline (the default batch size at the maximum
+// power limit) and the best static configuration in hindsight (the oracle).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "zeus/optimize/bso_policy.h"
 #include "zeus/optimize/power_profile.h"
-#include "zeus/trace/power_trace.h"
-#include "zeus/trace/train_trace.h"
+#include "zeus/sim/workload_model.h"
 
 namespace zeus::sim {
 
-// A recurring job of the paper: its workload, target and epoch limit (trace/power_trace.h).
-using Job = trace::Workload;
-
-// One GPU's view of one job: the join of the two traces (batch sizes present in both).
-class WorkloadModel {
- public:
-  // Throws ConfigError when the traces share no batch size for the job.
-  WorkloadModel(std::string gpu, const Job& job, const trace::PowerTrace& power,
-                const trace::TrainTrace& train);
-
-  const std::string& gpu() const { return gpu_; }
-  const Job& job() const { return job_; }
-  const std::vector<int64_t>& batch_sizes() const { return batch_sizes_; }
-  const std::vector<int64_t>& power_limits_w() const { return power_limits_w_; }
-  // b0, capped at the largest batch size this GPU's traces have.
-  int64_t default_batch_size() const { return default_batch_size_; }
-  int64_t max_power_limit_w() const { return power_limits_w_.back(); }
-  double epoch_time_s(int64_t batch_size, int64_t power_limit_w) const;
-  double epoch_energy_j(int64_t batch_size, int64_t power_limit_w) const;
-  // The runs' target epochs (nullopt: never reached).
-  const std::vector<std::optional<int64_t>>& runs(int64_t batch_size) const;
-
- private:
-  struct Point {
-    double time_s;
-    double power_w;
-  };
-  const Point& point(int64_t batch_size, int64_t power_limit_w) const;
-
-  std::string gpu_;
-  Job job_;
-  std::vector<int64_t> batch_sizes_;
-  std::vector<int64_t> power_limits_w_;  // ascending, the limits measured for every batch size
-  int64_t default_batch_size_ = 0;
-  std::map<std::pair<int64_t, int64_t>, Point> points_;
-  std::map<int64_t, std::vector<std::optional<int64_t>>> runs_;
+// How a batch size's first, profiled epochs are charged.
+enum class Fidelity {
+  // Zeus's accounting: one epoch at the mean over the batch size's limits, and the epochs a try
+  // may run under the threshold are floor(threshold / cost of an epoch at the chosen limit).
+  kZeus,
+  // What the profiler really does: warmup + profiling iterations per limit at that limit (a
+  // window starts only if it fits in what is left of the epoch; the windows shrink in proportion
+  // when an epoch is shorter than one), the rest at the last limit set, then the chosen one; a
+  // try stops before the epoch whose cost would reach the threshold, never while profiling.
+  kWindows,
 };
+std::string_view to_string(Fidelity fidelity);
+// "zeus" or "windows"; throws ConfigError.
+Fidelity parse_fidelity(std::string_view text);
 
 struct SimulationOptions {
   double eta = 0.5;
   double beta = 2.0;
-  int recurrences = 0;  // 0: 2 x |batch sizes| x |power limits|
+  int recurrences = 0;  // 0: WorkloadModel::default_recurrences()
   uint64_t seed = 1;
   optimize::SelectorOptions selector;
   int max_tries_per_recurrence = 20;
+  optimize::BsoPolicy policy = optimize::BsoPolicy::kZeus;
+  optimize::LeanOptions lean;
+  Fidelity fidelity = Fidelity::kZeus;
+  int warmup_iters = 10;  // kWindows only
+  int profile_iters = 40;
+};
+
+// One try: a run of the job, or a decision that could not afford one epoch (ran = false).
+struct TryRecord {
+  int recurrence = 0;
+  int64_t batch_size = 0;
+  int64_t power_limit_w = 0;
+  double energy_j = 0;
+  double time_s = 0;
+  double cost = 0;
+  int64_t epochs = 0;
+  bool reached = false;
+  bool ran = true;
+  bool pruning = false;              // chosen in the pruning stage
+  double profiling_energy_j = 0;     // energy of its profiled epochs beyond the chosen limit's
+  std::optional<int64_t> epoch_cap;  // lean's cap, when one applied
 };
 
 struct RecurrenceRecord {
@@ -86,12 +84,17 @@ struct SimulationResult {
   std::string gpu;
   std::string workload;
   uint64_t seed = 0;
+  optimize::BsoPolicy policy = optimize::BsoPolicy::kZeus;
   std::vector<RecurrenceRecord> recurrences;
-  double zeus_energy_j = 0;  // cumulative, failed and early-stopped tries included
+  std::vector<TryRecord> tries;
+  // The simulated policy's (zeus or lean): cumulative, failed and early-stopped tries included.
+  double zeus_energy_j = 0;
   double zeus_time_s = 0;
+  double zeus_cost = 0;
   StaticConfig baseline;  // per recurrence; cumulative = x recurrences
   double baseline_energy_j = 0;
   double baseline_time_s = 0;
+  double baseline_cost = 0;
   double last10_energy_j = 0;  // mean over the last 10 recurrences
   double last10_time_s = 0;
   int64_t final_batch_size = 0;
@@ -100,11 +103,19 @@ struct SimulationResult {
   std::map<int64_t, int64_t> jit_limits_w;  // batch size -> JIT choice
 
   double energy_savings() const { return 1.0 - zeus_energy_j / baseline_energy_j; }
+  double cost_savings() const { return 1.0 - zeus_cost / baseline_cost; }
   double time_change() const { return zeus_time_s / baseline_time_s - 1.0; }
   double last10_energy_savings() const { return 1.0 - last10_energy_j / baseline.energy_j; }
 };
 
-// Deterministic: the same model, options and seed give bit-identical results.
+// Zeus's JIT choice for every batch size: argmin over the limits measured for it of
+// (eta * P + (1 - eta) * MAXPOWER_b) * T_epoch, MAXPOWER_b being that batch size's highest
+// measured limit (as Zeus's simulator computes it); ties go to the higher limit.
+std::map<int64_t, int64_t> jit_power_limits_w(const WorkloadModel& model, double eta,
+                                              const optimize::SelectorOptions& selector);
+
+// Deterministic: the same model, options and seed give bit-identical results. Throws
+// ConfigError for bad options, or when the first recurrence cannot reach the target at b0.
 SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& options);
 
 }  // namespace zeus::sim

@@ -14,6 +14,7 @@
 #include <ostream>
 
 #include "zeus/common/atomic_file.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
 #include "zeus/common/posix.h"
@@ -41,6 +42,12 @@ std::string to_json_line(const TuneTry& t) {
          {"reached", t.reached},
          {"num_epochs", t.num_epochs},
          {"recurrence_cost", t.recurrence_cost}};
+  if (!t.policy.empty()) {
+    j["policy"] = t.policy;
+  }
+  if (t.epoch_cap > 0) {
+    j["epoch_cap"] = t.epoch_cap;
+  }
   return j.dump() + "\n";
 }
 
@@ -64,6 +71,8 @@ TuneTry tune_try_from_json_line(std::string_view line, std::string_view where) {
     t.reached = j.at("reached").get<bool>();
     t.num_epochs = static_cast<int>(json_int(j.value("num_epochs", json(0)), "num_epochs"));
     t.recurrence_cost = j.value("recurrence_cost", 0.0);
+    t.policy = j.value("policy", std::string());
+    t.epoch_cap = static_cast<int>(json_int(j.value("epoch_cap", json(0)), "epoch_cap"));
     return t;
   } catch (const json::exception& e) {
     throw ConfigError(fmt::format("{}: not a tune try record: {}", where, e.what()));
@@ -104,14 +113,36 @@ std::vector<std::string> expand_command(const TuneOptions& o, const TuneTry& t) 
     replace("{lr}", fmt::format("{}", t.lr));
     replace("{seed}", std::to_string(t.seed));
     if (o.epochs > 0) {
-      replace("{epochs}", std::to_string(o.epochs));
+      replace("{epochs}",
+              std::to_string(t.epoch_cap > 0 ? std::min(o.epochs, t.epoch_cap) : o.epochs));
     }
     out.push_back(std::move(arg));
   }
   return out;
 }
 
+std::string policy_label(const TuneOptions& o) {
+  const optimize::BsoPolicy policy = optimize::parse_policy(o.policy);
+  if (policy != optimize::BsoPolicy::kLean) {
+    if (!o.lean.empty()) {
+      throw ConfigError(fmt::format("--lean '{}' sets lean's knobs; add --policy lean", o.lean));
+    }
+    return std::string(optimize::to_string(policy));
+  }
+  return fmt::format("lean ({})", optimize::to_string(optimize::parse_lean_options(o.lean)));
+}
+
 namespace {
+
+optimize::BatchSizeOptimizerOptions optimizer_options(const TuneOptions& o) {
+  return {.batch_sizes = o.batch_sizes,
+          .default_batch_size = o.default_batch_size,
+          .beta = o.beta,
+          .seed = o.seed,
+          .window = o.window,
+          .policy = optimize::parse_policy(o.policy),
+          .lean = optimize::parse_lean_options(o.lean)};
+}
 
 json options_json(const TuneOptions& o) {
   return {{"batch_sizes", o.batch_sizes},
@@ -122,7 +153,8 @@ json options_json(const TuneOptions& o) {
           {"window", o.window},
           {"lr_scaling", o.lr_scaling},
           {"default_lr", o.default_lr},
-          {"command", o.command}};
+          {"command", o.command},
+          {"policy", policy_label(o)}};
 }
 
 void validate(const TuneOptions& o) {
@@ -152,12 +184,33 @@ void validate(const TuneOptions& o) {
     throw ConfigError(
         "no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
   }
+  policy_label(o);
   // The optimizer checks the list, the default and beta.
-  optimize::BatchSizeOptimizer check({.batch_sizes = o.batch_sizes,
-                                      .default_batch_size = o.default_batch_size,
-                                      .beta = o.beta,
-                                      .seed = o.seed,
-                                      .window = o.window});
+  optimize::BatchSizeOptimizer check(optimizer_options(o));
+}
+
+// A log dir is resumed only under the policy it was written with (the decisions, and so the
+// history, differ between policies). Files from before policies were "zeus".
+void check_same_policy(const fs::path& log_dir, json saved, const std::vector<TuneTry>& tries,
+                       const std::string& policy) {
+  const std::string saved_policy =
+      saved.is_object() && saved.contains("policy") && saved["policy"].is_string()
+          ? saved["policy"].get<std::string>()
+          : std::string("zeus");
+  std::string recorded = saved_policy;
+  for (const auto& t : tries) {
+    if (!t.policy.empty() && t.policy != saved_policy) {
+      recorded = t.policy;  // a history that disagrees with its own options file
+    }
+  }
+  if (recorded != policy || saved_policy != policy) {
+    const bool lean = recorded.starts_with("lean");
+    throw ConfigError(fmt::format(
+        "{} was tuned under policy {}, not {}: zeus tune resumes a history only under the policy "
+        "that wrote it; run with --policy {}{}, or use another --log-dir",
+        log_dir.string(), recorded, policy, lean ? "lean --lean " : recorded,
+        lean ? recorded.substr(6, recorded.size() - 7) : std::string()));
+  }
 }
 
 // The result files a try left: DIR/{job_id}+bs*.train.json.
@@ -228,8 +281,13 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
     const fs::path options_path = o.log_dir / kOptionsFileName;
     const fs::path tries_path = o.log_dir / kTriesFileName;
     const json options = options_json(o);
+    std::vector<TuneTry> tries = read_tries(tries_path);
     if (fs::exists(options_path)) {
-      const json saved = json::parse(read_file(options_path), nullptr, false);
+      json saved = json::parse(read_file(options_path), nullptr, false);
+      if (!saved.is_discarded()) {
+        check_same_policy(o.log_dir, saved, tries, options["policy"].get<std::string>());
+        saved["policy"] = options["policy"];  // files from before policies: zeus, checked
+      }
       if (saved != options) {
         err << fmt::format(
             "zeus tune: {} holds a tune run with other options ({}); resume it with the same "
@@ -240,15 +298,11 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
     } else {
       write_file_atomic(options_path, options.dump(2) + "\n");
     }
-    std::vector<TuneTry> tries = read_tries(tries_path);
-    optimize::BatchSizeOptimizer optimizer({.batch_sizes = o.batch_sizes,
-                                            .default_batch_size = o.default_batch_size,
-                                            .beta = o.beta,
-                                            .seed = o.seed,
-                                            .window = o.window});
+    optimize::BatchSizeOptimizer optimizer(optimizer_options(o));
+    const std::string policy = options["policy"].get<std::string>();
     std::vector<optimize::BatchSizeObservation> history;
     for (const auto& t : tries) {
-      history.push_back({t.batch_size, t.cost, t.reached, t.recurrence_cost});
+      history.push_back({t.batch_size, t.cost, t.reached, t.recurrence_cost, t.num_epochs});
     }
     optimizer.replay(history);
 
@@ -270,6 +324,7 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
     const int max_tries = o.max_tries_per_recurrence > 0
                               ? o.max_tries_per_recurrence
                               : static_cast<int>(o.batch_sizes.size()) + 1;
+    out << fmt::format("zeus tune: policy {}\n", policy);
     out << fmt::format("{:>4} {:>4} {:>6} {:>9} {:>12} {:>12} {:>9} {:>7} {:>12}  {}\n", "rec",
                        "try", "bs", "lr", "cost", "energy (J)", "time (s)", "reached", "threshold",
                        "stage");
@@ -284,6 +339,8 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       t.seed = o.seed + static_cast<uint64_t>(rec);
       t.job_id = fmt::format("rec{:03}+try{}", rec, attempt);
       t.cost_threshold = optimizer.cost_threshold();
+      t.policy = policy;
+      t.epoch_cap = static_cast<int>(optimizer.epoch_cap().value_or(0));
       for (const auto& stale : result_files(o.log_dir, t.job_id)) {
         fs::remove(stale);  // left by a try that was killed before it was recorded
       }
@@ -294,6 +351,9 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
           {"ZEUS_TUNE_BATCH_SIZE", std::to_string(t.batch_size)}};
       env["ZEUS_COST_THRESH"] =
           std::isfinite(t.cost_threshold) ? fmt::format("{}", t.cost_threshold) : "inf";
+      if (t.epoch_cap > 0) {
+        env[std::string(kEnvMaxEpochs.name)] = std::to_string(t.epoch_cap);
+      }
       const ChildExit child = run_child(expand_command(o, t), env);
       t.exit_code = child.exit_code;
       if (child.stop_signal != 0) {
@@ -319,13 +379,15 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       t.reached = result.reached;
       t.num_epochs = result.num_epochs;
       t.recurrence_cost = t.reached ? rec_cost + t.cost : 0;
-      optimizer.observe({t.batch_size, t.cost, t.reached, t.recurrence_cost});
+      optimizer.observe({t.batch_size, t.cost, t.reached, t.recurrence_cost, t.num_epochs});
       append_line_durable(tries_path, to_json_line(t), "the tune history");
       out << fmt::format(
           "{:>4} {:>4} {:>6} {:>9.4g} {:>12.1f} {:>12.1f} {:>9.2f} {:>7} {:>12}  {}\n", rec + 1,
           attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s, t.reached ? "yes" : "no",
           fmt_threshold(t.cost_threshold),
-          pruning ? fmt::format("pruning {}", optimizer.pruning_round()) : std::string("thompson"));
+          pruning ? fmt::format("pruning {}{}", optimizer.pruning_round(),
+                                t.epoch_cap > 0 ? fmt::format(", <= {} epochs", t.epoch_cap) : "")
+                  : std::string("thompson"));
       if (t.reached) {
         out << fmt::format("     recurrence {}/{} done: batch size {} in {} tr{}, cost {:.1f}\n",
                            rec + 1, o.recurrences, t.batch_size, attempt + 1,

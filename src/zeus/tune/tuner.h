@@ -27,6 +27,8 @@ struct TuneOptions {
   double default_lr = 0;             // the learning rate at default_batch_size
   int epochs = 0;                    // {epochs}; 0: not substituted
   int max_tries_per_recurrence = 0;  // 0: number of batch sizes + 1
+  std::string policy = "zeus";       // the batch-size policy: zeus | lean
+  std::string lean;                  // lean's knobs over its defaults ("gamma=1.5,cap=0")
   std::filesystem::path log_dir = "zeus_tune";
   std::vector<std::string> command;  // with {bs} {lr} {seed} {epochs} placeholders
 };
@@ -47,6 +49,8 @@ struct TuneTry {
   bool reached = false;
   int num_epochs = 0;
   double recurrence_cost = 0;  // for a try that reached: the recurrence's tries' costs summed
+  std::string policy;          // "zeus", or "lean (KNOBS)"; empty in files before policies
+  int epoch_cap = 0;           // lean's cap, passed as ZEUS_MAX_EPOCHS (0: none)
 };
 
 inline constexpr const char* kTriesFileName = "tune-tries.jsonl";
@@ -62,7 +66,12 @@ double scaled_lr(const TuneOptions& options, int64_t batch_size);
 // The command with {bs} {lr} {seed} {epochs} replaced.
 std::vector<std::string> expand_command(const TuneOptions& options, const TuneTry& t);
 
-// Runs (or resumes) the recurrences. Returns the exit code: 0 done, 1 a try failed (no train
+// The policy a tune run is recorded under: "zeus", or "lean (gamma=...,spread=...)". Throws
+// ConfigError for an unknown policy, bad knobs, or knobs without --policy lean.
+std::string policy_label(const TuneOptions& options);
+
+// Runs (or resumes) the recurrences; a log dir is resumed only under the policy it was written
+// with. Returns the exit code: 0 done, 1 a try failed (no train
 // result) or the run was interrupted, 2 bad options (nothing run). Tables go to `out`, errors to
 // `err`, one line each.
 int run_tune(const TuneOptions& options, std::ostream& out, std::ostream& err);
