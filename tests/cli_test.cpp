@@ -70,7 +70,9 @@ TEST_F(CliTest, MonitorSimPrintsSensibleSummary) {
   const double peak_w = std::stod(m[4]);
   EXPECT_NEAR(std::stod(m[2]), joules / 3600, 1e-4);
   EXPECT_GT(avg_w, 100);
-  EXPECT_LE(avg_w, peak_w + 0.1);
+  // avg is the energy counter over the wall-clock duration, peak the largest sample: on a flat
+  // trace they agree only up to the jitter between the two clocks (seen: 220.3 vs 220.2 W).
+  EXPECT_LE(avg_w, peak_w * 1.01);
   EXPECT_NEAR(joules, avg_w * 1.0, avg_w * 0.05) << "about one second of the workload";
   EXPECT_THAT(r.out, HasSubstr("gpu1"));
   EXPECT_THAT(r.out, HasSubstr("total"));
@@ -297,6 +299,17 @@ TEST_F(CliTest, SimulatePolicyFidelityAndExplain) {
               lean["zeus_energy_j"].get<double>() -
                   lean["recurrences"].get<double>() * lean["oracle_energy_j"].get<double>(),
               1e-6 * lean["zeus_energy_j"].get<double>());
+}
+
+// An error no command expected (here a filesystem_error from creating the log dir under /proc)
+// is one line naming the path, exit 1, not std::terminate().
+TEST_F(CliTest, UnexpectedErrorsAreOneLineNotATerminate) {
+  const auto r = zeus({"tune", "--batch-sizes", "32", "--default-batch-size", "32", "--log-dir",
+                       "/proc/zeus-test/log", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("zeus tune: error:"));
+  EXPECT_THAT(r.err, HasSubstr("/proc/zeus-test/log"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(CliTest, SimulateBadInputIsExitCode2) {

@@ -4,23 +4,56 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/malloc_tuning.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
+#include "zeus/config.h"
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 namespace zeus {
 namespace {
+
+// Every environment read goes through common/env.h (one registry, one place that logs what was
+// read): no other source file of the library, the CLI or the Python extension calls getenv.
+TEST(EnvRegistry, NoSourceOutsideEnvCppReadsTheEnvironmentItself) {
+  const std::filesystem::path root =
+      std::filesystem::path(ZEUS_SOURCE_TRACE_DIR).parent_path().parent_path();
+  const std::regex raw_read(R"((std::)?(secure_)?getenv\s*\()");
+  int files = 0;
+  for (const char* dir : {"src", "apps", "python/ext"}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root / dir)) {
+      const auto ext = entry.path().extension();
+      if ((ext != ".cpp" && ext != ".h") || entry.path().filename() == "env.cpp") {
+        continue;
+      }
+      std::ifstream in(entry.path());
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_FALSE(std::regex_search(text, raw_read))
+          << entry.path() << " reads the environment; declare an EnvVar in common/env.h";
+      ++files;
+    }
+  }
+  EXPECT_GT(files, 100);
+  // And the registry knows the variables it is read with.
+  bool found = false;
+  for (const auto& v : all_env_vars()) {
+    found = found || v.name == kEnvCudaVisibleDevices.name;
+  }
+  EXPECT_TRUE(found);
+}
 
 TEST(ParseDuration, AcceptsEveryUnit) {
   EXPECT_EQ(parse_duration("100ms", "--interval"), 100ms);

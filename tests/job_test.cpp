@@ -159,6 +159,22 @@ TEST(TrainResult, RoundTripsAndReadsZeusFiles) {
   EXPECT_THROW(train_result_from_json(R"({"energy": 5.0})", "z"), ConfigError);
   EXPECT_THROW(train_result_from_json("{", "z"), ConfigError);
   EXPECT_THAT(summary_line(r), HasSubstr("optimal limit 175 W (max 250 W)"));
+
+  // A limit that is not a whole watt survives (whole ones stay integers, as Zeus writes them).
+  r.optimal_power_limit_mw = 187'500;
+  r.epochs[0].power_limit_mw = 187'500;
+  const auto text = to_json(r);
+  EXPECT_THAT(text, HasSubstr("\"optimal_pl\": 187.5"));
+  EXPECT_THAT(text, HasSubstr("\"max_pl\": 250,"));
+  const TrainResult half = train_result_from_json(text, "half");
+  EXPECT_EQ(half.optimal_power_limit_mw, 187'500);
+  EXPECT_EQ(half.epochs[0].power_limit_mw, 187'500);
+  EXPECT_THAT(summary_line(half), HasSubstr("optimal limit 187.5 W (max 250 W)"));
+  EXPECT_THROW(train_result_from_json(
+                   R"({"energy": 5.0, "time": 2.0, "cost": 7.0, "num_epochs": 1, "reached": false,
+                       "optimal_pl": "high"})",
+                   "z"),
+               ConfigError);
 }
 
 // One process, simulated V100, virtual clock: the job profiles every limit in epoch 0 and then

@@ -81,7 +81,7 @@ std::vector<std::string> files_in(const fs::path& dir) {
 // What the profiler should find on 2 simulated V100s: per candidate limit, the trace row's
 // iterations/s and twice its power; and the limit the cost formula picks from them.
 struct Expected {
-  device::PowerLimitRange range;
+  PowerLimitRange range;
   std::vector<int64_t> candidates;
   std::vector<optimize::LimitMeasurement> measurements;
   int64_t optimal_mw = 0;

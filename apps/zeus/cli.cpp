@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <ostream>
 
 #include "zeus/common/errors.h"
@@ -210,24 +211,37 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return kExitUsage;
   }
 
-  if (monitor_cmd->parsed()) {
-    monitor.live = stdout_is_tty;
-    return run_monitor(monitor, out, err);
+  // Every command maps its own errors to exit codes; what escapes them (a filesystem or
+  // standard-library error no code path expected) is still one clear line, never terminate().
+  try {
+    if (monitor_cmd->parsed()) {
+      monitor.live = stdout_is_tty;
+      return run_monitor(monitor, out, err);
+    }
+    if (simulate_cmd->parsed()) {
+      return run_simulate(simulate, out, err);
+    }
+    if (tune_cmd->parsed()) {
+      return run_tune_command(tune, out, err);
+    }
+    if (report_cmd->parsed()) {
+      return run_report(report, out, err);
+    }
+    if (run_cmd->parsed()) {
+      run.command = run_command ? *run_command : run_cmd->remaining();
+      return run_run(run, out, err);
+    }
+    return run_restore_limits(restore, out, err);
+  } catch (const std::filesystem::filesystem_error& e) {
+    err << fmt::format("zeus {}: error: {} (path '{}'); check the path and its permissions\n",
+                       command, e.code().message(), e.path1().string());
+  } catch (const ConfigError& e) {
+    err << fmt::format("zeus {}: error: {}\n", command, e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << fmt::format("zeus {}: error: {}\n", command, e.what());
   }
-  if (simulate_cmd->parsed()) {
-    return run_simulate(simulate, out, err);
-  }
-  if (tune_cmd->parsed()) {
-    return run_tune_command(tune, out, err);
-  }
-  if (report_cmd->parsed()) {
-    return run_report(report, out, err);
-  }
-  if (run_cmd->parsed()) {
-    run.command = run_command ? *run_command : run_cmd->remaining();
-    return run_run(run, out, err);
-  }
-  return run_restore_limits(restore, out, err);
+  return kExitFailure;
 }
 
 }  // namespace zeus::cli

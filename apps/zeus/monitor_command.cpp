@@ -11,6 +11,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/power.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 #include "zeus/device/discovery.h"
@@ -324,7 +325,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
         std::string line = fmt::format("\r[{:7.1f} s]", to_seconds(now - start));
         for (size_t i = 0; i < devices.size(); ++i) {
           const auto& p = timeline.back().power_mw[i];
-          line += p ? fmt::format("  {} {:7.1f} W", devices[i].label, static_cast<double>(*p) / 1e3)
+          line += p ? fmt::format("  {} {:7.1f} W", devices[i].label, mw_to_w(*p))
                     : fmt::format("  {}     n/a", devices[i].label);
         }
         out << line << std::flush;
@@ -336,8 +337,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
   for (size_t i = 0; i < devices.size(); ++i) {
     try {
       if (start_energy[i] && devices[i].kind == MonitoredDevice::Kind::kGpu) {
-        counter_energy_j[i] =
-            static_cast<double>(*gpus->energy_mj(devices[i].index) - *start_energy[i]) / 1e3;
+        counter_energy_j[i] = mj_to_j(*gpus->energy_mj(devices[i].index) - *start_energy[i]);
       } else if (start_energy[i]) {
         counter_energy_j[i] =
             static_cast<double>(cpus->energy_uj(devices[i].index) - *start_energy[i]) / 1e6;
@@ -364,7 +364,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
         std::nullopt, std::nullopt, ""};
     for (const auto& s : timeline) {
       if (s.power_mw[i]) {
-        row.peak_w = std::max(row.peak_w.value_or(0.0), static_cast<double>(*s.power_mw[i]) / 1e3);
+        row.peak_w = std::max(row.peak_w.value_or(0.0), mw_to_w(*s.power_mw[i]));
       }
     }
     if (counter_energy_j[i]) {

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "cli.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/launch/supervisor.h"
 
@@ -26,8 +27,8 @@ int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostrea
   launch::SupervisorIo io;
   // The journals a worker may leave: the log dir of its zeus::DataLoader (ZEUS_LOG_DIR, default
   // zeus_log/ in the working directory); the plan adds --log-dir.
-  if (const char* dir = std::getenv("ZEUS_LOG_DIR"); dir != nullptr && *dir != '\0') {
-    io.journal_dirs.emplace_back(dir);
+  if (const auto dir = get_env(kEnvLogDir)) {
+    io.journal_dirs.emplace_back(*dir);
   }
   io.journal_dirs.emplace_back("zeus_log");
   out.flush();

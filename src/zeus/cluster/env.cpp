@@ -1,4 +1,4 @@
-#include "zeus/cluster/env.h"
+#include "zeus/common/env.h"
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "zeus/cluster/env.h"
 #include "zeus/cluster/slurm.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
@@ -124,11 +125,7 @@ bool read_slurm_task(Env& env, const EnvLookup& lookup) {
 }  // namespace
 
 std::optional<std::string> process_env(std::string_view name) {
-  const char* value = std::getenv(std::string(name).c_str());
-  if (value == nullptr || *value == '\0') {
-    return std::nullopt;
-  }
-  return std::string(value);
+  return get_launcher_env(name);
 }
 
 std::string Env::describe() const {

@@ -10,11 +10,15 @@
 namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
-  static constexpr std::array kAll{
-      kEnvNvmlLibrary,  kEnvTraceDir,     kEnvSimGpus,       kEnvSimState, kEnvRaplRoot,
-      kEnvLogLevel,     kEnvSpawnWorker,  kEnvSpawnErrorDir, kEnvPython,   kEnvLogDir,
-      kEnvJobId,        kEnvTargetMetric, kEnvCostThresh,    kEnvEtaKnob,  kEnvProfileParams,
-      kEnvUseOptimalPl, kEnvMeasureOnly,  kEnvDevice,        kEnvSimClock, kEnvMaxEpochs};
+  static constexpr std::array kAll{kEnvNvmlLibrary,     kEnvTraceDir,      kEnvSimGpus,
+                                   kEnvSimState,        kEnvRaplRoot,      kEnvLogLevel,
+                                   kEnvSpawnWorker,     kEnvSpawnErrorDir, kEnvPython,
+                                   kEnvLogDir,          kEnvJobId,         kEnvTargetMetric,
+                                   kEnvCostThresh,      kEnvEtaKnob,       kEnvProfileParams,
+                                   kEnvUseOptimalPl,    kEnvMeasureOnly,   kEnvDevice,
+                                   kEnvSimClock,        kEnvMaxEpochs,     kEnvCudaVisibleDevices,
+                                   kEnvCudaDeviceOrder, kEnvWorldSize,     kEnvPath,
+                                   kEnvGlibcTunables};
   return kAll;
 }
 
@@ -30,6 +34,22 @@ std::optional<std::string> get_env(const EnvVar& var) {
     if (logged.insert(std::string(var.name)).second) {
       logger().debug("{}={} ({})", var.name, value, var.doc);
     }
+  }
+  return std::string(value);
+}
+
+std::optional<std::string> get_env_set(const EnvVar& var) {
+  const char* value = std::getenv(std::string(var.name).c_str());
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+std::optional<std::string> get_launcher_env(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
   }
   return std::string(value);
 }

@@ -67,11 +67,34 @@ inline constexpr EnvVar kEnvSimClock{
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
 
+// Variables of other programs that zeus-cpp reads.
+inline constexpr EnvVar kEnvCudaVisibleDevices{
+    "CUDA_VISIBLE_DEVICES", "",
+    "The GPUs CUDA shows a process, as CUDA reads it (set but empty: none)"};
+inline constexpr EnvVar kEnvCudaDeviceOrder{
+    "CUDA_DEVICE_ORDER", "FASTEST_FIRST",
+    "How CUDA numbers GPUs: FASTEST_FIRST, or PCI_BUS_ID (NVML's order)"};
+inline constexpr EnvVar kEnvWorldSize{
+    "WORLD_SIZE", "", "torchrun's world size (the loader warns when it is ignored)"};
+inline constexpr EnvVar kEnvPath{"PATH", "/usr/local/bin:/usr/bin:/bin",
+                                 "Where `zeus run` looks up a PROGRAM without a '/'"};
+inline constexpr EnvVar kEnvGlibcTunables{
+    "GLIBC_TUNABLES", "", "When set, glibc's malloc is the user's to tune, not the loader's"};
+
 // All declared variables, for `--help` texts and docs.
 std::span<const EnvVar> all_env_vars();
 
 // The variable's value when set and non-empty, else std::nullopt.
 std::optional<std::string> get_env(const EnvVar& var);
+
+// The value when set, even to the empty string (CUDA_VISIBLE_DEVICES='' hides every GPU), else
+// std::nullopt. Not logged: the logger itself reads its level with it.
+std::optional<std::string> get_env_set(const EnvVar& var);
+
+// A variable another launcher defines, by name: torchrun's, Slurm's and Open MPI's, which
+// cluster/ detects (its tables in cluster/env.cpp name them all). Set and non-empty, else
+// std::nullopt. Everything else goes through an EnvVar above.
+std::optional<std::string> get_launcher_env(std::string_view name);
 
 // The variable's value, or its default when unset or empty.
 std::string get_env_or_default(const EnvVar& var);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 
@@ -16,9 +17,8 @@ spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
     auto log = spdlog::stderr_color_mt("zeus");
     log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [zeus pid %P] [%^%l%$] %v");
-    // Read directly rather than through get_env(), which itself logs.
-    const char* level = std::getenv("ZEUS_LOG_LEVEL");
-    const std::string_view name = level != nullptr ? level : "info";
+    // Not through get_env(), which itself logs.
+    const std::string name = get_env_set(kEnvLogLevel).value_or("info");
     const auto parsed = spdlog::level::from_str(std::string(name));
     // from_str() maps unknown names to "off"; a typo must not silence every warning.
     if (parsed == spdlog::level::off && name != "off") {

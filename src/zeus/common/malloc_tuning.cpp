@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "zeus/common/env.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -10,7 +12,7 @@ namespace zeus {
 
 bool tune_malloc_for_training(const MallocTuning& tuning) {
 #if defined(__GLIBC__)
-  if (std::getenv("GLIBC_TUNABLES") != nullptr) {
+  if (get_env_set(kEnvGlibcTunables)) {
     return false;
   }
   // mallopt returns 1 on success. The mmap threshold goes first: if it is refused, the trim

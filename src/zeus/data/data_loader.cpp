@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/dist/backend.h"
@@ -324,12 +325,12 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     m.collectives = std::make_unique<ContextCollectives>(*ctx);
   } else {
     m.collectives = std::make_unique<job::SingleProcess>();
-    const char* world = std::getenv("WORLD_SIZE");
-    if (m.train && world != nullptr && std::string_view(world) != "1") {
+    const auto world = get_env(kEnvWorldSize);
+    if (m.train && world && *world != "1") {
       logger().warn(
           "train loader: WORLD_SIZE={} but distributed = None: every process runs its own job on "
           "the same GPUs and log dir; set DataLoaderOptions::distributed = DataParallel",
-          world);
+          *world);
     }
   }
   const std::optional<int> cuda = batch_cuda_device(m.o, ctx, role);

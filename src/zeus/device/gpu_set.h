@@ -6,13 +6,11 @@
 #include <optional>
 #include <string>
 
+#include "zeus/common/power.h"
+
 namespace zeus::device {
 
-// A GPU's settable power-limit range, in milliwatts.
-struct PowerLimitRange {
-  int64_t min_mw = 0;
-  int64_t max_mw = 0;
-};
+using zeus::PowerLimitRange;  // common/power.h
 
 // The GPUs one process may see, indexed 0..count()-1 in the order the user sees them (CUDA's
 // order after CUDA_VISIBLE_DEVICES). Backends: nvml/ (real GPUs), sim/ (trace-backed).

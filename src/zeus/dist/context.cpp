@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/malloc_tuning.h"
@@ -24,10 +25,7 @@ std::string describe_visible(const std::optional<std::string>& visible) {
 }
 
 std::optional<std::string> visible_devices_env() {
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    return std::string(v);
-  }
-  return std::nullopt;
+  return get_env_set(kEnvCudaVisibleDevices);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/power.h"
 #include "zeus/common/units.h"
+#include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
 #include "zeus/job/profile_exchange.h"
 #include "zeus/job/progress_bar.h"
@@ -42,23 +44,23 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
     // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
     // decides for every rank.
-    std::vector<double> range{0, 0, 0};
+    std::vector<double> range(LimitRangeMessage::kSize, 0.0);
     if (ranks_.is_master()) {
-      const auto r = gpus_->range();
-      range = {static_cast<double>(r.min_mw), static_cast<double>(r.max_mw),
-               o_.measure_only ? static_cast<double>(gpus_->current_limit_mw()) : 0.0};
+      range = LimitRangeMessage{gpus_->range(), o_.measure_only ? gpus_->current_limit_mw() : 0}
+                  .encode();
     }
     coll_.broadcast(range, 0);
-    range_ = {static_cast<int64_t>(range[0]), static_cast<int64_t>(range[1])};
-    current_limit_mw_ = o_.measure_only ? static_cast<int64_t>(range[2]) : range_.max_mw;
-    cost_.emplace(o_.eta, static_cast<double>(range_.max_mw) / 1000.0 * ranks_.world_size);
+    const LimitRangeMessage limits = LimitRangeMessage::decode(range);
+    range_ = limits.range;
+    current_limit_mw_ = o_.measure_only ? limits.current_limit_mw : range_.max_mw;
+    cost_.emplace(o_.eta, mw_to_w(range_.max_mw) * ranks_.world_size);
     progress_on_ = o_.progress_bar && ranks_.is_master();
     if (o_.measure_only) {
       if (ranks_.is_master()) {
         logger().info(
             "measure-only: the GPUs stay at their limit ({} W); each epoch's energy and time are "
             "measured, nothing is profiled and no limit is set",
-            current_limit_mw_ / 1000);
+            mw_to_w(current_limit_mw_));
       }
       return;
     }
@@ -78,12 +80,12 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
         logger().info(
             "loaded {}: optimal limit {} W; profiling skipped (delete the file to profile again)",
             optimize::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
-            *profiler_->optimal_limit_mw() / 1000);
+            mw_to_w(*profiler_->optimal_limit_mw()));
       } else {
         logger().info(
             "will profile {} power limits ({}..{} W), {} warmup + {} profiling iterations each, "
             "global batch size {} on {} rank(s)",
-            profiler_->candidates_mw().size(), range_.max_mw / 1000, range_.min_mw / 1000,
+            profiler_->candidates_mw().size(), mw_to_w(range_.max_mw), mw_to_w(range_.min_mw),
             o_.warmup_iters, o_.profile_iters, o_.global_batch_size, ranks_.world_size);
       }
     }
@@ -93,6 +95,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   void set_power_limit_mw(int64_t limit_mw) override {
     current_limit_mw_ = limit_mw;
     gpus_->set_power_limit_mw(limit_mw);
+    // No rank steps on before its node's local master has applied the limit: otherwise a rank
+    // of a fast loop (a simulated GPU's virtual clock above all) runs its next steps at the old
+    // one. Every rank's profiler sets limits at the same steps, so this barrier matches.
+    barrier();
   }
 
   void begin_window() override {
@@ -106,19 +112,18 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   optimize::WindowMeasurement end_window() override {
     synchronize_device();
     barrier();
-    std::vector<double> v(static_cast<size_t>(ranks_.world_size) + 1, 0.0);
-    v[static_cast<size_t>(ranks_.rank)] = to_seconds(now() - window_t0_);
-    v.back() = gpus_->end_window("profile");
+    std::vector<double> v = WindowMessage::contribution(ranks_, to_seconds(now() - window_t0_),
+                                                        gpus_->end_window("profile"));
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
-    const double elapsed = *std::max_element(v.begin(), v.end() - 1);
+    const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
     if (!profiler_->done()) {  // a train profiling window, not the eval one at the optimum
       windows_.push_back({epoch_, current_limit_mw_, window_begin_unix_ns_, unix_ns_now()});
     }
     if (ranks_.is_master()) {
-      logger().debug("window at {} W: {:.3f} s, {:.1f} J", current_limit_mw_ / 1000, elapsed,
-                     v.back());
+      logger().debug("window at {} W: {:.3f} s, {:.1f} J", mw_to_w(current_limit_mw_),
+                     window.max_elapsed_s, window.energy_j);
     }
-    return {std::chrono::duration<double>(elapsed), v.back()};
+    return {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j};
   }
 
   // --- the epoch protocol ---
@@ -131,43 +136,38 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       aggregate_epoch();
     }
     // The master decides; everyone obeys the broadcast.
-    enum Code { kContinue = 0, kTarget = 1, kMax = 2, kCost = 3 };
-    std::vector<double> d(6, 0.0);
-    optimize::EpochForecast forecast;
+    using Code = DecisionMessage::Code;
+    std::vector<double> d(DecisionMessage::kSize, 0.0);
     if (ranks_.is_master()) {
-      d[0] = kContinue;
+      DecisionMessage decision;
+      decision.metric = metric_;
       if (reached()) {
-        d[0] = kTarget;
+        decision.code = Code::kTargetReached;
       } else if (epoch_ + 1 >= o_.max_epochs) {
-        d[0] = kMax;
+        decision.code = Code::kMaxEpochs;
       } else if (epoch_ >= 0 && profiling_done()) {
-        forecast = optimize::forecast_next_epoch(*cost_, forecast_inputs());
-        if (forecast.predicted_cost >= o_.cost_threshold) {
-          d[0] = kCost;
+        decision.forecast = optimize::forecast_next_epoch(*cost_, forecast_inputs());
+        if (optimize::reaches_threshold(decision.forecast, o_.cost_threshold)) {
+          decision.code = Code::kCostThreshold;
         }
       }
-      d[1] = forecast.next_time_s;
-      d[2] = forecast.next_energy_j;
-      d[3] = forecast.cost_so_far;
-      d[4] = forecast.predicted_cost;
-      d[5] = metric_.value_or(std::nan(""));
+      d = decision.encode();
     }
     coll_.broadcast(d, 0);
-    if (!records_.empty() && !std::isnan(d[5])) {
-      records_.back().metric = d[5];
+    const DecisionMessage decision = DecisionMessage::decode(d);
+    if (!records_.empty() && decision.metric) {
+      records_.back().metric = decision.metric;
     }
-    const int code = static_cast<int>(d[0]);
-    if (code == kContinue) {
+    if (decision.code == Code::kContinue) {
       ++epoch_;
       metric_.reset();
       return epoch_;
     }
-    forecast = {d[1], d[2], d[3], d[4]};
-    finish(code == kTarget ? StopReason::kTargetReached
-           : code == kMax  ? StopReason::kMaxEpochs
-                           : StopReason::kCostThreshold);
-    if (code == kCost) {
-      throw optimize::CostThresholdExceeded(forecast, total_energy_j_, total_time_s_,
+    finish(decision.code == Code::kTargetReached ? StopReason::kTargetReached
+           : decision.code == Code::kMaxEpochs   ? StopReason::kMaxEpochs
+                                                 : StopReason::kCostThreshold);
+    if (decision.code == Code::kCostThreshold) {
+      throw optimize::CostThresholdExceeded(decision.forecast, total_energy_j_, total_time_s_,
                                             o_.cost_threshold);
     }
     return std::nullopt;
@@ -343,7 +343,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       p.job_id = o_.job_id;
       const auto path = optimize::power_profile_path(o_.log_dir, o_.global_batch_size);
       optimize::save_power_profile(path, p);
-      logger().info("saved {}: optimal limit {} W", path.string(), p.optimal_power_limit_mw / 1000);
+      logger().info("saved {}: optimal limit {} W", path.string(),
+                    mw_to_w(p.optimal_power_limit_mw));
     }
   }
 
@@ -353,33 +354,24 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   void aggregate_epoch() {
-    const auto w = static_cast<size_t>(ranks_.world_size);
-    const auto r = static_cast<size_t>(ranks_.rank);
-    // Slots: each rank's train and eval time; the nodes' train and eval energy; measuring only,
-    // the limit the master's GPUs ran at (someone else may change it between epochs).
-    std::vector<double> v(2 * w + 3, 0.0);
-    v[r] = train_.elapsed_s;
-    v[w + r] = eval_.elapsed_s;
-    if (ranks_.is_local_master()) {
-      v[2 * w] = train_.energy_j;
-      v[2 * w + 1] = eval_.energy_j;
-    }
-    if (o_.measure_only && ranks_.is_master()) {
-      v[2 * w + 2] = static_cast<double>(gpus_->current_limit_mw());
-    }
+    // Measuring only, the limit the master's GPUs ran at goes with it (someone else may change
+    // it between epochs).
+    EpochMessage::Part part{train_.elapsed_s, eval_.elapsed_s, train_.energy_j, eval_.energy_j,
+                            o_.measure_only && ranks_.is_master() ? gpus_->current_limit_mw() : 0};
+    std::vector<double> v = EpochMessage::contribution(ranks_, part);
     coll_.all_reduce_sum(v);
+    const EpochMessage epoch = EpochMessage::decode(v, ranks_.world_size);
     if (o_.measure_only) {
-      current_limit_mw_ = static_cast<int64_t>(v[2 * w + 2]);
+      current_limit_mw_ = epoch.master_limit_mw;
     }
     EpochRecord rec;
     rec.epoch = epoch_;
     rec.train_iterations = train_.iterations;
     rec.eval_iterations = eval_.iterations;
-    rec.train_time_s = *std::max_element(v.begin(), v.begin() + static_cast<long>(w));
-    rec.eval_time_s =
-        *std::max_element(v.begin() + static_cast<long>(w), v.begin() + static_cast<long>(2 * w));
-    rec.train_energy_j = v[2 * w];
-    rec.eval_energy_j = v[2 * w + 1];
+    rec.train_time_s = epoch.train_time_s;
+    rec.eval_time_s = epoch.eval_time_s;
+    rec.train_energy_j = epoch.train_energy_j;
+    rec.eval_energy_j = epoch.eval_energy_j;
     rec.power_limit_mw = current_limit_mw_;
     total_time_s_ += rec.train_time_s + rec.eval_time_s;
     total_energy_j_ += rec.train_energy_j + rec.eval_energy_j;
@@ -392,7 +384,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
           "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J, limit {} W{}; job so far "
           "{:.1f} J, {:.2f} s, cost {:.1f}",
           rec.epoch + 1, rec.train_time_s, rec.eval_time_s, rec.train_energy_j + rec.eval_energy_j,
-          rec.power_limit_mw / 1000, metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
+          mw_to_w(rec.power_limit_mw), metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
           total_energy_j_, total_time_s_, cost_->cost(total_energy_j_, total_time_s_));
     }
   }
@@ -490,7 +482,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   std::string phase_text() const {
-    const int64_t w = current_limit_mw_ / 1000;
+    const int64_t w = mw_to_w(current_limit_mw_);
     if (!profiler_) {
       return fmt::format("measure-only, at {} W", w);
     }
@@ -512,7 +504,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   RankInfo ranks_;
   RankDevice device_;
   std::unique_ptr<NodeGpus> gpus_;
-  device::PowerLimitRange range_;  // the global master's GPUs'
+  PowerLimitRange range_;  // the global master's GPUs'
   std::optional<optimize::CostModel> cost_;
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   bool profile_loaded_ = false;

@@ -8,8 +8,10 @@
 #include <map>
 #include <set>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/power.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_guard.h"
@@ -21,15 +23,8 @@
 namespace zeus::job {
 namespace {
 
-std::optional<std::string> env_value(const char* name) {
-  if (const char* v = std::getenv(name)) {
-    return std::string(v);
-  }
-  return std::nullopt;
-}
-
 std::string describe_visible() {
-  const auto v = env_value("CUDA_VISIBLE_DEVICES");
+  const auto v = get_env_set(kEnvCudaVisibleDevices);
   return v ? "'" + *v + "'" : std::string("unset");
 }
 
@@ -117,8 +112,8 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   const device::nvml::NvmlGpuSet machine({.respect_visible_devices = false});
   device::nvml::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
-  ref.visible_devices = env_value("CUDA_VISIBLE_DEVICES");
-  ref.device_order = env_value("CUDA_DEVICE_ORDER");
+  ref.visible_devices = get_env_set(kEnvCudaVisibleDevices);
+  ref.device_order = get_env_set(kEnvCudaDeviceOrder);
   // A CPU rank measures the GPU that zeus::dist::init() would bind for it: cuda:<local rank>,
   // or the one device a launcher gave it (`zeus run --devices`).
   const bool one_of_its_own = ref.visible_devices &&
@@ -184,8 +179,8 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
       throw ConfigError(fmt::format(
           "GPU {} ({}) has power-limit range {}-{} W but GPU {} has {}-{} W; zeus::DataLoader "
           "needs identical GPUs on a node",
-          g, gpus_->name(g), r.min_mw / 1000, r.max_mw / 1000, owned_.front(), range_.min_mw / 1000,
-          range_.max_mw / 1000));
+          g, gpus_->name(g), mw_to_w(r.min_mw), mw_to_w(r.max_mw), owned_.front(),
+          mw_to_w(range_.min_mw), mw_to_w(range_.max_mw)));
     }
   }
   std::filesystem::create_directories(o_.log_dir);
@@ -275,7 +270,7 @@ double NodeGpus::power_w() {
   double w = 0;
   if (owns_gpus()) {
     for (int g : owned_) {
-      w += static_cast<double>(gpus_->power_mw(g)) / 1000.0;
+      w += mw_to_w(gpus_->power_mw(g));
     }
   }
   return w;

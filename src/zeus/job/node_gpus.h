@@ -53,7 +53,7 @@ class NodeGpus {
   NodeGpus& operator=(const NodeGpus&) = delete;
 
   // Local master: the owned GPUs' common power-limit range (identical GPUs are required).
-  device::PowerLimitRange range() const { return range_; }
+  PowerLimitRange range() const { return range_; }
   // Local master: the limit the owned GPUs run at now (the highest, if they differ).
   int64_t current_limit_mw();
   bool owns_gpus() const { return gpus_ != nullptr && !owned_.empty(); }
@@ -92,7 +92,7 @@ class NodeGpus {
   std::unique_ptr<device::GpuSet> gpus_;
   device::sim::SimGpuSet* sim_ = nullptr;
   std::vector<int> owned_;  // indices into gpus_
-  device::PowerLimitRange range_;
+  PowerLimitRange range_;
   std::unique_ptr<device::PowerLimitGuard> guard_;
   std::unique_ptr<monitor::EnergyMonitor> energy_;
   std::unique_ptr<monitor::PowerMonitor> epoch_log_;

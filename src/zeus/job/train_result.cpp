@@ -8,6 +8,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
+#include "zeus/common/power.h"
 
 namespace zeus::job {
 
@@ -32,6 +33,19 @@ json finite_or_null(double v) {
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
 
+// A limit in W as Zeus writes it: a whole number when it is one (so Zeus's readers keep
+// working), else the exact decimal (a GPU may take 187.5 W).
+json watts(int64_t mw) {
+  return mw % 1000 == 0 ? json(whole_w(mw)) : json(mw_to_w(mw));
+}
+
+int64_t mw_from_watts(const json& j, std::string_view what) {
+  if (!j.is_number() || !(j.get<double>() >= 0) || j.get<double>() > 1e6) {
+    throw ConfigError(fmt::format("{} is {}, not a power limit in W", what, j.dump()));
+  }
+  return w_to_mw(j.get<double>());
+}
+
 }  // namespace
 
 std::string to_json(const TrainResult& r) {
@@ -54,8 +68,8 @@ std::string to_json(const TrainResult& r) {
   j["observer_mode"] = r.observer_mode;
   j["measure_only"] = r.measure_only;
   j["profiled"] = r.profiled;
-  j["optimal_pl"] = r.optimal_power_limit_mw ? json(*r.optimal_power_limit_mw / 1000) : json();
-  j["max_pl"] = r.max_power_limit_mw / 1000;
+  j["optimal_pl"] = r.optimal_power_limit_mw ? watts(*r.optimal_power_limit_mw) : json();
+  j["max_pl"] = watts(r.max_power_limit_mw);
   j["estimated_energy_saving"] = r.estimated_energy_saving_j;
   j["estimated_time_saving"] = r.estimated_time_saving_s;
   json epochs = json::array();
@@ -68,13 +82,13 @@ std::string to_json(const TrainResult& r) {
                       {"train_energy", e.train_energy_j},
                       {"eval_energy", e.eval_energy_j},
                       {"metric", e.metric ? json(*e.metric) : json()},
-                      {"power_limit", e.power_limit_mw / 1000}});
+                      {"power_limit", watts(e.power_limit_mw)}});
   }
   j["epochs"] = std::move(epochs);
   json windows = json::array();
   for (const auto& w : r.windows) {
     windows.push_back({{"epoch", w.epoch},
-                       {"power_limit", w.power_limit_mw / 1000},
+                       {"power_limit", watts(w.power_limit_mw)},
                        {"begin_unix_ns", w.begin_unix_ns},
                        {"end_unix_ns", w.end_unix_ns}});
   }
@@ -123,9 +137,9 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
     r.measure_only = j.value("measure_only", false);
     r.profiled = j.value("profiled", false);
     if (j.contains("optimal_pl") && !j["optimal_pl"].is_null()) {
-      r.optimal_power_limit_mw = json_int(j["optimal_pl"], "optimal_pl") * 1000;
+      r.optimal_power_limit_mw = mw_from_watts(j["optimal_pl"], "optimal_pl");
     }
-    r.max_power_limit_mw = json_int(j.value("max_pl", json(0)), "max_pl") * 1000;
+    r.max_power_limit_mw = mw_from_watts(j.value("max_pl", json(0)), "max_pl");
     r.estimated_energy_saving_j = j.value("estimated_energy_saving", 0.0);
     r.estimated_time_saving_s = j.value("estimated_time_saving", 0.0);
     for (const auto& e : j.value("epochs", json::array())) {
@@ -140,12 +154,12 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
       if (e.contains("metric") && e["metric"].is_number()) {
         rec.metric = e["metric"].get<double>();
       }
-      rec.power_limit_mw = json_int(e.value("power_limit", json(0)), "power_limit") * 1000;
+      rec.power_limit_mw = mw_from_watts(e.value("power_limit", json(0)), "power_limit");
       r.epochs.push_back(rec);
     }
     for (const auto& w : j.value("profile_windows", json::array())) {
       r.windows.push_back({static_cast<int>(json_int(w.at("epoch"), "epoch")),
-                           json_int(w.at("power_limit"), "power_limit") * 1000,
+                           mw_from_watts(w.at("power_limit"), "power_limit"),
                            json_int(w.at("begin_unix_ns"), "begin_unix_ns"),
                            json_int(w.at("end_unix_ns"), "end_unix_ns")});
     }
@@ -177,12 +191,12 @@ std::string summary_line(const TrainResult& r) {
       r.energy_j / 3600.0, r.time_s, r.cost);
   if (r.measure_only) {
     line += fmt::format("; measure-only: no limit set, the GPUs ran at {} W (max {} W)",
-                        r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw / 1000,
-                        r.max_power_limit_mw / 1000);
+                        mw_to_w(r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw),
+                        mw_to_w(r.max_power_limit_mw));
   }
   if (r.optimal_power_limit_mw) {
-    line += fmt::format(", optimal limit {} W (max {} W)", *r.optimal_power_limit_mw / 1000,
-                        r.max_power_limit_mw / 1000);
+    line += fmt::format(", optimal limit {} W (max {} W)", mw_to_w(*r.optimal_power_limit_mw),
+                        mw_to_w(r.max_power_limit_mw));
     const double at_max = r.observer_mode ? r.energy_j : r.energy_j + r.estimated_energy_saving_j;
     const double pct = at_max > 0 ? 100.0 * r.estimated_energy_saving_j / at_max : 0.0;
     line += fmt::format("; {} {:.1f} J ({:.1f}%) and {} {:.1f} s vs the maximum limit",

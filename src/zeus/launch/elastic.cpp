@@ -43,7 +43,8 @@ void apply_rdzv_conf(const std::string& conf, RendezvousOptions& options) {
       throw ConfigError(fmt::format(
           "--rdzv-conf {}='{}': expected a number of seconds > 0, e.g. {}=30", key, value, key));
     }
-    *target = std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000));
+    *target = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(*seconds));
   }
   // A node must beat several times within the silence that drops it.
   options.heartbeat = std::min(options.heartbeat, options.keep_alive / 4);

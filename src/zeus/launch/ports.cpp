@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 
@@ -143,8 +144,7 @@ std::string find_in_path(const std::string& program) {
   if (program.find('/') != std::string::npos) {
     return executable(program) ? program : std::string();
   }
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::istringstream dirs(get_env_or_default(kEnvPath));
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     const std::filesystem::path candidate =

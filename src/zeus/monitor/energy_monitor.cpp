@@ -6,6 +6,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/power.h"
 #include "zeus/common/units.h"
 
 namespace zeus::monitor {
@@ -98,7 +99,7 @@ Measurement EnergyMonitor::end_window(std::string_view name) {
     if (window.gpu_energy_mj[i]) {
       const auto now_mj = gpus_.energy_mj(gpu);
       ZEUS_ASSERT(now_mj.has_value(), "GPU {} lost its energy counter", gpu);
-      m.gpu_energy_j.push_back(static_cast<double>(*now_mj - *window.gpu_energy_mj[i]) / 1000.0);
+      m.gpu_energy_j.push_back(mj_to_j(*now_mj - *window.gpu_energy_mj[i]));
       used_counter = true;
       continue;
     }

@@ -9,6 +9,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/power.h"
 #include "zeus/common/units.h"
 
 namespace zeus::monitor {
@@ -112,7 +113,7 @@ PowerSample PowerMonitor::take_sample(SteadyTime scheduled) {
     std::optional<int64_t> power;
     if (const auto& last = last_cpu_energy_[i]; last && now > last->first) {
       const double dt_s = to_seconds(now - last->first);
-      power = static_cast<int64_t>(static_cast<double>(energy_uj - last->second) / 1000.0 / dt_s);
+      power = static_cast<int64_t>(uj_to_mj(energy_uj - last->second) / dt_s);  // mJ/s = mW
     }
     last_cpu_energy_[i] = std::pair{now, energy_uj};
     sample.power_mw.push_back(power);
@@ -254,7 +255,7 @@ std::optional<double> integrate_power_j(const std::vector<std::pair<SteadyTime, 
   // Parts of the window outside the readings' span: hold the edge readings.
   energy_mj += static_cast<double>(readings.front().second) * to_seconds(a - t0);
   energy_mj += static_cast<double>(readings.back().second) * to_seconds(t1 - b);
-  return energy_mj / 1000.0;
+  return mj_to_j(energy_mj);
 }
 
 }  // namespace zeus::monitor

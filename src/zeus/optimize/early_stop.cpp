@@ -32,7 +32,7 @@ CostThresholdExceeded::CostThresholdExceeded(const EpochForecast& forecast, doub
 
 void check_cost_threshold(const CostModel& cost, const EpochForecastInputs& in, double threshold) {
   const EpochForecast f = forecast_next_epoch(cost, in);
-  if (f.predicted_cost >= threshold) {
+  if (reaches_threshold(f, threshold)) {
     throw CostThresholdExceeded(f, in.energy_so_far_j, in.time_so_far_s, threshold);
   }
 }

@@ -47,7 +47,13 @@ class CostThresholdExceeded : public Error {
   double threshold_;
 };
 
-// Throws CostThresholdExceeded when forecast.predicted_cost >= threshold (infinity: never).
+// The one stopping rule: the next epoch would bring the cost to the threshold or above
+// (infinity: never).
+inline bool reaches_threshold(const EpochForecast& forecast, double threshold) {
+  return forecast.predicted_cost >= threshold;
+}
+
+// Throws CostThresholdExceeded when reaches_threshold(forecast, threshold).
 void check_cost_threshold(const CostModel& cost, const EpochForecastInputs& in, double threshold);
 
 inline constexpr double kNoCostThreshold = std::numeric_limits<double>::infinity();

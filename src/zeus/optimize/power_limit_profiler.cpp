@@ -9,7 +9,7 @@ namespace zeus::optimize {
 
 namespace ps = profiler_state;
 
-std::vector<int64_t> candidate_limits_mw(device::PowerLimitRange range, int64_t step_mw) {
+std::vector<int64_t> candidate_limits_mw(PowerLimitRange range, int64_t step_mw) {
   if (step_mw <= 0) {
     throw ConfigError(fmt::format("power-limit step {} mW must be positive", step_mw));
   }
@@ -25,7 +25,7 @@ std::vector<int64_t> candidate_limits_mw(device::PowerLimitRange range, int64_t 
   return out;
 }
 
-PowerLimitProfiler::PowerLimitProfiler(device::PowerLimitRange range_mw, CostModel cost,
+PowerLimitProfiler::PowerLimitProfiler(PowerLimitRange range_mw, CostModel cost,
                                        ProfilerOptions options, ProfilerHost& host)
     : range_(range_mw),
       cost_(cost),

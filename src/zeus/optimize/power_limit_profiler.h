@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "zeus/device/gpu_set.h"
+#include "zeus/common/power.h"
 #include "zeus/optimize/cost.h"
 #include "zeus/optimize/power_profile.h"
 
@@ -43,7 +43,7 @@ struct ProfilerOptions {
 
 // Candidate limits from the maximum down to the minimum in steps of step_mw, never below the
 // minimum (the minimum itself is always a candidate).
-std::vector<int64_t> candidate_limits_mw(device::PowerLimitRange range, int64_t step_mw);
+std::vector<int64_t> candidate_limits_mw(PowerLimitRange range, int64_t step_mw);
 
 // The profiler's states. Transitions (Note [profiler states]):
 //   Ready{i} --on_step_begin, window fits in the epoch--> Warmup{i}   (sets candidate i)
@@ -74,7 +74,7 @@ using ProfilerState = std::variant<profiler_state::Ready, profiler_state::Warmup
 // on_eval_end(n). Throws ConfigError when an epoch is too short for even a shrunk window.
 class PowerLimitProfiler {
  public:
-  PowerLimitProfiler(device::PowerLimitRange range_mw, CostModel cost, ProfilerOptions options,
+  PowerLimitProfiler(PowerLimitRange range_mw, CostModel cost, ProfilerOptions options,
                      ProfilerHost& host);
 
   // Skips profiling: the limits were measured before (the saved bs{B}.power.json).
@@ -102,7 +102,7 @@ class PowerLimitProfiler {
  private:
   void finish();
 
-  device::PowerLimitRange range_;
+  PowerLimitRange range_;
   CostModel cost_;
   ProfilerOptions options_;
   ProfilerHost& host_;

@@ -10,6 +10,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/power.h"
 
 namespace zeus::optimize {
 
@@ -88,8 +89,7 @@ constexpr double kMaxWatts = 1e6;
 
 // Zeus keys its maps by the limit in W, written as a string.
 std::string watts_key(int64_t mw) {
-  return mw % 1000 == 0 ? std::to_string(mw / 1000)
-                        : fmt::format("{}", static_cast<double>(mw) / 1e3);
+  return fmt::format("{}", mw_to_w(mw));  // "175", or "187.5"
 }
 
 int64_t key_to_mw(const std::string& key, std::string_view source) {
@@ -98,7 +98,7 @@ int64_t key_to_mw(const std::string& key, std::string_view source) {
     throw ConfigError(
         fmt::format("{}: power limit key '{}' is not a positive number of watts", source, key));
   }
-  return std::llround(*w * 1000.0);
+  return w_to_mw(*w);
 }
 
 }  // namespace
@@ -119,7 +119,7 @@ std::string to_json(const PowerProfile& profile) {
     j["eval_power"][watts_key(profile.optimal_power_limit_mw)] = *profile.eval_power_w;
     j["eval_throughput"][watts_key(profile.optimal_power_limit_mw)] = *profile.eval_throughput_ips;
   }
-  j["optimal_pl"] = static_cast<double>(profile.optimal_power_limit_mw) / 1000.0;
+  j["optimal_pl"] = mw_to_w(profile.optimal_power_limit_mw);
   return j.dump(2) + "\n";
 }
 
@@ -154,7 +154,7 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
     if (!(optimal_w > 0) || optimal_w > kMaxWatts) {
       throw ConfigError(fmt::format("{}: optimal_pl {} W is not a power limit", source, optimal_w));
     }
-    p.optimal_power_limit_mw = std::llround(optimal_w * 1000.0);
+    p.optimal_power_limit_mw = w_to_mw(optimal_w);
     if (!p.train.contains(p.optimal_power_limit_mw)) {
       throw ConfigError(
           fmt::format("{}: optimal_pl {} W is not among the measured limits", source, optimal_w));

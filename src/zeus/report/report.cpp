@@ -13,8 +13,10 @@
 #include "zeus/common/csv.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/power.h"
 #include "zeus/common/units.h"
 #include "zeus/optimize/cost.h"
+#include "zeus/report/svg_chart.h"
 
 namespace zeus::report {
 
@@ -40,154 +42,9 @@ PowerLog read_power_log(const fs::path& path, int64_t bs, int epoch, int gpu) {
       throw ConfigError(fmt::format("{}:{}: expected 'UTC time,power in mW', got '{}'",
                                     path.string(), line_no, line));
     }
-    log.samples.emplace_back(*t, static_cast<double>(*mw) / 1000.0);
+    log.samples.emplace_back(*t, mw_to_w(*mw));
   }
   return log;
-}
-
-std::string esc(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// "Nice" axis ticks covering [lo, hi].
-std::vector<double> ticks(double lo, double hi, int want = 5) {
-  if (!(hi > lo)) {
-    hi = lo + 1;
-  }
-  const double raw = (hi - lo) / want;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double norm = raw / mag;
-  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
-  std::vector<double> out;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
-    out.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
-  }
-  return out;
-}
-
-const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                         "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-
-struct Series {
-  std::string label;
-  std::vector<std::pair<double, double>> points;
-  bool markers = false;
-};
-
-struct Chart {
-  std::string title;
-  std::string x_label;
-  std::string y_label;
-  std::vector<Series> series;
-  std::vector<std::pair<double, double>> shaded;       // x ranges
-  std::optional<std::pair<double, double>> highlight;  // one point, ringed in red
-  std::string highlight_label;
-  bool y_from_zero = true;
-};
-
-std::string render(const Chart& c, int width = 720, int height = 260) {
-  const double ml = 64, mr = 16, mt = 28, mb = 42;
-  double x0 = INFINITY, x1 = -INFINITY, y0 = c.y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
-  for (const auto& s : c.series) {
-    for (const auto& [x, y] : s.points) {
-      x0 = std::min(x0, x);
-      x1 = std::max(x1, x);
-      y0 = std::min(y0, y);
-      y1 = std::max(y1, y);
-    }
-  }
-  if (!std::isfinite(x0)) {
-    return "<p><em>no data</em></p>";
-  }
-  if (x1 == x0) {
-    x1 = x0 + 1;
-  }
-  if (y1 <= y0) {
-    y1 = y0 + 1;
-  }
-  y1 += (y1 - y0) * 0.05;
-  const double pw = width - ml - mr, ph = height - mt - mb;
-  auto sx = [&](double x) { return ml + (x - x0) / (x1 - x0) * pw; };
-  auto sy = [&](double y) { return mt + ph - (y - y0) / (y1 - y0) * ph; };
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"{}\" y=\"16\" font-size=\"13\" "
-      "font-weight=\"bold\">{}</text>\n",
-      width, height, ml, esc(c.title));
-  for (const auto& [a, b] : c.shaded) {
-    const double l = sx(std::max(a, x0)), r = sx(std::min(b, x1));
-    if (r > l) {
-      svg += fmt::format(
-          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fdd49e\" "
-          "fill-opacity=\"0.5\"/>\n",
-          l, mt, r - l, ph);
-    }
-  }
-  for (double t : ticks(y0, y1)) {
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/><text "
-        "x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
-        ml, ml + pw, sy(t), sy(t), ml - 4, sy(t) + 4, t);
-  }
-  for (double t : ticks(x0, x1, 8)) {
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/><text "
-        "x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n",
-        sx(t), sx(t), mt + ph, mt + ph + 4, sx(t), mt + ph + 16, t);
-  }
-  svg += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n"
-      "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
-      "<text transform=\"translate(14,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-      ml, mt, pw, ph, ml + pw / 2, height - 6, esc(c.x_label), mt + ph / 2, esc(c.y_label));
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const auto& s = c.series[i];
-    const char* color = kColors[i % 8];
-    std::string pts;
-    for (const auto& [x, y] : s.points) {
-      pts += fmt::format("{:.1f},{:.1f} ", sx(x), sy(y));
-    }
-    svg += fmt::format(
-        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n", color, pts);
-    if (s.markers) {
-      for (const auto& [x, y] : s.points) {
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(x),
-                           sy(y), color);
-      }
-    }
-    svg += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1f}\" "
-        "y=\"{:.1f}\">{}</text>\n",
-        ml + pw - 150, mt + 10 + 14.0 * static_cast<double>(i), color, ml + pw - 136,
-        mt + 14 + 14.0 * static_cast<double>(i), esc(s.label));
-  }
-  if (c.highlight) {
-    svg += fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" "
-        "stroke-width=\"2\"/><text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n",
-        sx(c.highlight->first), sy(c.highlight->second), sx(c.highlight->first) + 9,
-        sy(c.highlight->second) - 9, esc(c.highlight_label));
-  }
-  return svg + "</svg>\n";
 }
 
 const optimize::PowerProfile* profile_for(const RunData& run, int64_t bs) {
@@ -235,14 +92,15 @@ std::string summary_html(const job::TrainResult& r) {
   if (r.measure_only) {
     row("mode", fmt::format("measure-only: no power limit was set; the GPUs ran at their own "
                             "limit ({} W of max {} W), nothing was profiled",
-                            r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw / 1000,
-                            r.max_power_limit_mw / 1000));
+                            mw_to_w(r.epochs.empty() ? 0 : r.epochs.back().power_limit_mw),
+                            mw_to_w(r.max_power_limit_mw)));
   }
   if (r.optimal_power_limit_mw) {
-    row("power limit", fmt::format("optimal {} W of max {} W{}{}", *r.optimal_power_limit_mw / 1000,
-                                   r.max_power_limit_mw / 1000,
-                                   r.observer_mode ? " (observer mode: ran at max)" : "",
-                                   r.profiled ? "" : " (from a saved profile)"));
+    row("power limit",
+        fmt::format("optimal {} W of max {} W{}{}", mw_to_w(*r.optimal_power_limit_mw),
+                    mw_to_w(r.max_power_limit_mw),
+                    r.observer_mode ? " (observer mode: ran at max)" : "",
+                    r.profiled ? "" : " (from a saved profile)"));
     row(r.observer_mode ? "would have saved" : "saved (estimate)",
         fmt::format("{:.1f} J and {:.1f} s vs the maximum limit", r.estimated_energy_saving_j,
                     r.estimated_time_saving_s));
@@ -259,7 +117,7 @@ std::string epochs_html(const job::TrainResult& r) {
         "<tr><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.2f}</td><td>{:."
         "1f}</td><td>{}</td><td>{}</td></tr>",
         e.epoch + 1, e.train_iterations, e.train_time_s, e.train_energy_j, e.eval_iterations,
-        e.eval_time_s, e.eval_energy_j, e.power_limit_mw / 1000,
+        e.eval_time_s, e.eval_energy_j, mw_to_w(e.power_limit_mw),
         e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
   }
   return h + "</table>\n";
@@ -318,10 +176,10 @@ std::string profile_html(const optimize::PowerProfile& p, const job::TrainResult
     c.y_from_zero = false;
     Series s{"per iteration", {}, true};
     for (const auto& row : rows) {
-      s.points.emplace_back(static_cast<double>(row.limit_mw) / 1000, value(row));
+      s.points.emplace_back(mw_to_w(row.limit_mw), value(row));
       if (row.limit_mw == p.optimal_power_limit_mw) {
-        c.highlight = std::pair(static_cast<double>(row.limit_mw) / 1000, value(row));
-        c.highlight_label = fmt::format("chosen: {} W", row.limit_mw / 1000);
+        c.highlight = std::pair(mw_to_w(row.limit_mw), value(row));
+        c.highlight_label = fmt::format("chosen: {} W", mw_to_w(row.limit_mw));
       }
     }
     c.series.push_back(std::move(s));
@@ -338,7 +196,7 @@ std::string profile_html(const optimize::PowerProfile& p, const job::TrainResult
     const auto& m = p.train.at(row.limit_mw);
     h += fmt::format(
         "<tr{}><td>{}</td><td>{:.3f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>",
-        row.limit_mw == p.optimal_power_limit_mw ? " class=\"chosen\"" : "", row.limit_mw / 1000,
+        row.limit_mw == p.optimal_power_limit_mw ? " class=\"chosen\"" : "", mw_to_w(row.limit_mw),
         m.throughput_ips, m.power_w, row.energy_j,
         maxp > 0 ? fmt::format("{:.2f}", row.cost) : "-");
   }
@@ -462,9 +320,10 @@ std::string to_markdown(const RunData& run) {
         "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
         "|---|---|---|---|---|---|---|\n";
     for (const auto& e : r.epochs) {
-      md += fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |\n", e.epoch + 1,
-                        e.train_time_s, e.train_energy_j, e.eval_time_s, e.eval_energy_j,
-                        e.power_limit_mw / 1000, e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
+      md +=
+          fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |\n", e.epoch + 1,
+                      e.train_time_s, e.train_energy_j, e.eval_time_s, e.eval_energy_j,
+                      mw_to_w(e.power_limit_mw), e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
     }
     if (const auto* p = profile_for(run, r.global_batch_size)) {
       md +=
@@ -472,7 +331,7 @@ std::string to_markdown(const RunData& run) {
           "|---|---|---|---|---|\n";
       for (const auto& row : limit_rows(*p, r.eta, r.max_power_w)) {
         const auto& m = p->train.at(row.limit_mw);
-        md += fmt::format("| {}{} | {:.3f} | {:.1f} | {:.2f} | {:.2f} |\n", row.limit_mw / 1000,
+        md += fmt::format("| {}{} | {:.3f} | {:.1f} | {:.2f} | {:.2f} |\n", mw_to_w(row.limit_mw),
                           row.limit_mw == p->optimal_power_limit_mw ? " (chosen)" : "",
                           m.throughput_ips, m.power_w, row.energy_j, row.cost);
       }

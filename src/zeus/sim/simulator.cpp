@@ -10,6 +10,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/power.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/optimize/cost.h"
 
@@ -40,9 +41,10 @@ std::map<int64_t, int64_t> jit_power_limits_w(const WorkloadModel& model, double
     std::vector<optimize::LimitMeasurement> measured;
     for (const int64_t pl : model.power_limits_w(bs)) {
       const double t = model.epoch_time_s(bs, pl);
-      measured.push_back({pl * 1000, 1.0 / t, model.epoch_energy_j(bs, pl) / t});
+      measured.push_back(
+          {w_to_mw(static_cast<double>(pl)), 1.0 / t, model.epoch_energy_j(bs, pl) / t});
     }
-    out[bs] = optimize::select_power_limit(measured, cost, selector) / 1000;
+    out[bs] = whole_w(optimize::select_power_limit(measured, cost, selector));  // the trace's W
   }
   return out;
 }

@@ -269,14 +269,9 @@ std::string fmt_threshold(double t) {
 
 }  // namespace
 
-int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
-  try {
-    validate(o);
-  } catch (const ConfigError& e) {
-    err << "zeus tune: " << e.what() << "\n";
-    return 2;
-  }
-  try {
+TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
+  validate(o);
+  {
     fs::create_directories(o.log_dir);
     const fs::path options_path = o.log_dir / kOptionsFileName;
     const fs::path tries_path = o.log_dir / kTriesFileName;
@@ -289,11 +284,10 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
         saved["policy"] = options["policy"];  // files from before policies: zeus, checked
       }
       if (saved != options) {
-        err << fmt::format(
-            "zeus tune: {} holds a tune run with other options ({}); resume it with the same "
-            "options, or use another --log-dir\n",
-            o.log_dir.string(), saved.is_discarded() ? "unreadable" : saved.dump());
-        return 2;
+        throw ConfigError(fmt::format(
+            "{} holds a tune run with other options ({}); resume it with the same options, or "
+            "use another --log-dir",
+            o.log_dir.string(), saved.is_discarded() ? "unreadable" : saved.dump()));
       }
     } else {
       write_file_atomic(options_path, options.dump(2) + "\n");
@@ -357,20 +351,15 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       const ChildExit child = run_child(expand_command(o, t), env);
       t.exit_code = child.exit_code;
       if (child.stop_signal != 0) {
-        err << fmt::format(
-            "zeus tune: stopped by signal {} during recurrence {} try {} (not recorded); run the "
-            "same command again to resume\n",
-            child.stop_signal, rec + 1, attempt + 1);
-        return 128 + child.stop_signal;
+        return {.stop_signal = child.stop_signal, .recurrence = rec + 1, .attempt = attempt + 1};
       }
       const auto files = result_files(o.log_dir, t.job_id);
       if (files.size() != 1) {
-        err << fmt::format(
-            "zeus tune: the command exited with code {} and wrote {} train results named "
+        throw Error(fmt::format(
+            "the command exited with code {} and wrote {} train results named "
             "{}/{}+bs*.train.json (expected 1); fix it and run zeus tune again: it resumes at "
-            "recurrence {} try {}\n",
-            child.exit_code, files.size(), o.log_dir.string(), t.job_id, rec + 1, attempt + 1);
-        return 1;
+            "recurrence {} try {}",
+            child.exit_code, files.size(), o.log_dir.string(), t.job_id, rec + 1, attempt + 1));
       }
       const job::TrainResult result = job::load_train_result(files.front());
       t.energy_j = result.energy_j;
@@ -398,11 +387,10 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
       } else {
         rec_cost += t.cost;
         if (++attempt >= max_tries) {
-          err << fmt::format(
-              "zeus tune: recurrence {} made {} tries without reaching the target; check the "
-              "target metric and the epochs\n",
-              rec + 1, attempt);
-          return 1;
+          throw Error(fmt::format(
+              "recurrence {} made {} tries without reaching the target; check the target metric "
+              "and the epochs",
+              rec + 1, attempt));
         }
       }
       out.flush();
@@ -413,13 +401,7 @@ int run_tune(const TuneOptions& o, std::ostream& out, std::ostream& err) {
                        tries.size(),
                        optimizer.pruning() ? std::string("(still pruning)")
                                            : fmt::format("{}", fmt::join(optimizer.arms(), ",")));
-    return 0;
-  } catch (const ConfigError& e) {
-    err << "zeus tune: " << e.what() << "\n";
-    return 2;
-  } catch (const Error& e) {
-    err << "zeus tune: " << e.what() << "\n";
-    return 1;
+    return {};
   }
 }
 

@@ -70,10 +70,18 @@ std::vector<std::string> expand_command(const TuneOptions& options, const TuneTr
 // ConfigError for an unknown policy, bad knobs, or knobs without --policy lean.
 std::string policy_label(const TuneOptions& options);
 
+// How run_tune() ended when it did not throw: all recurrences done, or stopped by a signal
+// (forwarded to the running command; that try is not recorded, the same command resumes).
+struct TuneOutcome {
+  int stop_signal = 0;  // 0: done
+  int recurrence = 0;   // where it stopped (1-based), with a signal
+  int attempt = 0;
+};
+
 // Runs (or resumes) the recurrences; a log dir is resumed only under the policy it was written
-// with. Returns the exit code: 0 done, 1 a try failed (no train
-// result) or the run was interrupted, 2 bad options (nothing run). Tables go to `out`, errors to
-// `err`, one line each.
-int run_tune(const TuneOptions& options, std::ostream& out, std::ostream& err);
+// with. The table of tries goes to `out`. Throws ConfigError for bad options or a log dir that
+// holds another run (nothing was run), Error when a try wrote no result or a recurrence never
+// reached the target (what ran is recorded, and the same command resumes).
+TuneOutcome run_tune(const TuneOptions& options, std::ostream& out);
 
 }  // namespace zeus::tune

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdlib>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
@@ -48,9 +49,7 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
   } else if (options.respect_visible_devices) {
     std::optional<std::string> cvd = options.visible_devices;
     if (!cvd) {
-      if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
-        cvd = env;
-      }
+      cvd = get_env_set(kEnvCudaVisibleDevices);
     }
     std::vector<std::string> ignored;
     visible = map_visible_devices(cvd, uuids, &ignored, mig);

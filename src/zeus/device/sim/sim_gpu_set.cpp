@@ -17,6 +17,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/power.h"
 
 namespace zeus::device::sim {
 namespace detail {
@@ -173,7 +174,8 @@ SimGpuSet::SimGpuSet(SimGpuSetOptions options)
   const trace::Workload& workload = trace::find_workload(options_.workload);
   iterations_per_epoch_ = (workload.train_samples + batch_size_ - 1) / batch_size_;
   const trace::PowerTrace trace = load_trace(options_);
-  range_mw_ = {trace.min_power_limit_w() * 1000, trace.max_power_limit_w() * 1000};
+  range_mw_ = {w_to_mw(static_cast<double>(trace.min_power_limit_w())),
+               w_to_mw(static_cast<double>(trace.max_power_limit_w()))};
   idle_power_w_ = info.idle_power_w;
   display_name_ = std::string(info.name);
   const std::string model_key =
@@ -295,12 +297,11 @@ double SimGpuSet::power_w_locked(int gpu) const {
   if (g.busy == 0) {
     return idle_power_w_;
   }
-  return profile_.average_power_w(static_cast<double>(g.power_limit_mw) / 1000.0);
+  return profile_.average_power_w(mw_to_w(g.power_limit_mw));
 }
 
 std::chrono::nanoseconds SimGpuSet::iteration_time_locked(int gpu) const {
-  const double limit_w =
-      static_cast<double>(state_->gpus[static_cast<size_t>(gpu)].power_limit_mw) / 1000.0;
+  const double limit_w = mw_to_w(state_->gpus[static_cast<size_t>(gpu)].power_limit_mw);
   const double seconds =
       profile_.time_per_epoch_s(limit_w) / static_cast<double>(iterations_per_epoch_);
   return std::chrono::nanoseconds{static_cast<int64_t>(seconds * 1e9)};
@@ -317,7 +318,7 @@ void SimGpuSet::settle(int gpu, int64_t now_ns) {
 int64_t SimGpuSet::power_mw(int gpu) {
   check_index(gpu);
   Lock lock(*this);
-  return static_cast<int64_t>(power_w_locked(gpu) * 1000.0);
+  return w_to_mw(power_w_locked(gpu));
 }
 
 std::optional<int64_t> SimGpuSet::energy_mj(int gpu) {

@@ -1,0 +1,85 @@
+// The messages an EnergyJob's ranks exchange, typed. Collectives carry vectors of doubles (so
+// that job/ needs no libtorch); each message says how it is laid out, encodes a rank's part and
+// decodes what came back, so no code indexes a vector by a magic number.
+//
+// The protocol (Note [job protocol]): every rank calls the same collectives in the same order.
+//  1. Construction: rank 0 broadcasts LimitRangeMessage (its GPUs' range; measuring only, the
+//     limit they run at). Then the saved power profile is shared (profile_exchange.h).
+//  2. Each limit the profiler sets: a barrier after it (no rank steps on at the old limit).
+//     Each profiling window: barrier (an all-reduce of one zero) before and after its start;
+//     at its end a barrier, then an all-reduce of WindowMessage (each rank's elapsed time, each
+//     node's energy).
+//  3. Each epoch boundary (next_epoch()): an all-reduce of EpochMessage (each rank's train and
+//     eval time, each node's train and eval energy; measuring only, rank 0's limit), then rank
+//     0 broadcasts DecisionMessage (go on, or stop and why, with the cost forecast and the
+//     epoch's metric).
+//  4. Around loop starts and ends: barriers, and agree() where a step may fail (collectives.h).
+// Times are seconds, energies joules, limits milliwatts (exact in a double).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "zeus/common/power.h"
+#include "zeus/job/collectives.h"
+#include "zeus/optimize/early_stop.h"
+
+namespace zeus::job {
+
+// 1. Broadcast by rank 0: [min_mw, max_mw, current_mw].
+struct LimitRangeMessage {
+  PowerLimitRange range;
+  int64_t current_limit_mw = 0;  // measure-only: the limit the GPUs run at; 0 otherwise
+
+  static constexpr size_t kSize = 3;
+  std::vector<double> encode() const;
+  static LimitRangeMessage decode(std::span<const double> v);
+};
+
+// 2. All-reduced: [elapsed_s of rank 0 .. rank W-1, node energy_j (local masters add theirs)].
+struct WindowMessage {
+  double max_elapsed_s = 0;  // the window's time: its slowest rank's
+  double energy_j = 0;       // the job's: all nodes'
+
+  // This rank's part, zeros elsewhere; a node's energy comes only from its local master.
+  static std::vector<double> contribution(const RankInfo& ranks, double elapsed_s,
+                                          double node_energy_j);
+  static WindowMessage decode(std::span<const double> v, int world_size);
+};
+
+// 3a. All-reduced: [train_s x W, eval_s x W, train_j, eval_j, master's limit_mw].
+struct EpochMessage {
+  double train_time_s = 0;  // the slowest rank's
+  double eval_time_s = 0;
+  double train_energy_j = 0;  // all nodes'
+  double eval_energy_j = 0;
+  int64_t master_limit_mw = 0;  // measure-only: the limit rank 0's GPUs ran at
+
+  struct Part {
+    double train_s = 0;
+    double eval_s = 0;
+    double node_train_j = 0;  // local masters only
+    double node_eval_j = 0;
+    int64_t limit_mw = 0;  // rank 0 only, measuring only
+  };
+  static std::vector<double> contribution(const RankInfo& ranks, const Part& part);
+  static EpochMessage decode(std::span<const double> v, int world_size);
+};
+
+// 3b. Broadcast by rank 0: [code, next_time_s, next_energy_j, cost_so_far, predicted_cost,
+// metric (NaN: none)].
+struct DecisionMessage {
+  enum class Code { kContinue = 0, kTargetReached = 1, kMaxEpochs = 2, kCostThreshold = 3 };
+  Code code = Code::kContinue;
+  optimize::EpochForecast forecast;
+  std::optional<double> metric;
+
+  static constexpr size_t kSize = 6;
+  std::vector<double> encode() const;
+  // Throws DistError for a code no rank 0 sends (a corrupted broadcast).
+  static DecisionMessage decode(std::span<const double> v);
+};
+
+}  // namespace zeus::job

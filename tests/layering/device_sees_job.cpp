@@ -1,0 +1,2 @@
+// Must not compile: device/ is below job/ (dependencies point down only).
+#include "zeus/job/energy_job.h"

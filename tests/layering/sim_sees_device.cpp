@@ -1,0 +1,2 @@
+// Must not compile: the simulator uses optimize/ and trace/, never a device.
+#include "zeus/device/gpu_set.h"
