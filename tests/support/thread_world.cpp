@@ -35,9 +35,9 @@ ThreadWorld::ThreadWorld(int world_size, int local_world_size)
   ZEUS_ASSERT(world_size >= 1 && local_world_size >= 1 && world_size % local_world_size == 0,
               "world {} in nodes of {}", world_size, local_world_size);
   for (int r = 0; r < world_size; ++r) {
-    ranks_.push_back(std::make_unique<Rank>(
-        *this, job::RankInfo{r, world_size, r % local_world_size, local_world_size,
-                             r / local_world_size}));
+    ranks_.push_back(
+        std::make_unique<Rank>(*this, job::RankInfo{r, world_size, r % local_world_size,
+                                                    local_world_size, r / local_world_size}));
   }
 }
 

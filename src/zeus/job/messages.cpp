@@ -71,18 +71,18 @@ EpochMessage EpochMessage::decode(std::span<const double> v, int world_size) {
 }
 
 std::vector<double> DecisionMessage::encode() const {
-  return {static_cast<double>(code),   forecast.next_time_s,   forecast.next_energy_j,
-          forecast.cost_so_far,        forecast.predicted_cost, metric.value_or(std::nan(""))};
+  return {static_cast<double>(code), forecast.next_time_s,    forecast.next_energy_j,
+          forecast.cost_so_far,      forecast.predicted_cost, metric.value_or(std::nan(""))};
 }
 
 DecisionMessage DecisionMessage::decode(std::span<const double> v) {
   check_size(v, kSize, "the decision message");
   const int code = static_cast<int>(v[0]);
   if (v[0] != code || code < 0 || code > static_cast<int>(Code::kCostThreshold)) {
-    throw DistError(fmt::format(
-        "rank 0's epoch decision holds code {}, which no rank sends: the process group "
-        "delivered a corrupted broadcast",
-        v[0]));
+    throw DistError(
+        fmt::format("rank 0's epoch decision holds code {}, which no rank sends: the process group "
+                    "delivered a corrupted broadcast",
+                    v[0]));
   }
   DecisionMessage d;
   d.code = static_cast<Code>(code);

@@ -1,10 +1,6 @@
 #include "zeus/device/sim/sim_gpu_set.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,33 +14,9 @@
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/common/power.h"
+#include "zeus/device/sim/shared_state_file.h"
 
 namespace zeus::device::sim {
-namespace detail {
-
-inline constexpr uint64_t kMagic = 0x5a4555535349'4d31;  // "ZEUSSIM1"
-inline constexpr uint32_t kVersion = 1;
-inline constexpr int kMaxGpus = 64;
-
-// The state shared by one node's simulated GPUs: plain data at fixed offsets in a small file
-// that every process maps. Updates hold the file's flock (and the set's mutex, since flock does
-// not exclude threads sharing one descriptor).
-struct SharedGpu {
-  int64_t power_limit_mw;
-  int64_t clock_ns;  // virtual: the GPU's time; real: when energy was last accrued
-  int64_t busy;
-  double energy_mj;
-};
-
-struct SharedState {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t gpu_count;
-  std::array<char, 64> model;  // "<gpu>:<workload>:<batch_size>"
-  std::array<SharedGpu, kMaxGpus> gpus;
-};
-
-}  // namespace detail
 
 namespace {
 
@@ -137,34 +109,12 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec) {
   return options;
 }
 
-// Holds the set's mutex and, for a shared state file, the file's exclusive flock.
-class SimGpuSet::Lock {
- public:
-  explicit Lock(SimGpuSet& set) : guard_(set.mu_), fd_(set.fd_) {
-    if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-          throw_posix_error("locking simulated GPU state", set.options_.state_path.string(), errno);
-        }
-      }
-    }
-  }
-  ~Lock() {
-    if (fd_ >= 0) {
-      ::flock(fd_, LOCK_UN);
-    }
-  }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
+SimGpuSet::SimGpuSet(SimGpuSetOptions options) : SimGpuSet(options, load_trace(options)) {}
 
- private:
-  std::lock_guard<std::mutex> guard_;
-  int fd_;
-};
-
-SimGpuSet::SimGpuSet(SimGpuSetOptions options)
+// The trace is read once: the workload's profile and the GPU's settable range both come from it.
+SimGpuSet::SimGpuSet(SimGpuSetOptions options, const trace::PowerTrace& trace)
     : options_(std::move(options)),
-      profile_(load_trace(options_).profile(options_.workload, pick_batch_size(options_))),
+      profile_(trace.profile(options_.workload, pick_batch_size(options_))),
       batch_size_(pick_batch_size(options_)) {
   const ModelInfo& info = model_info(options_.gpu_model);
   if (options_.gpu_count < 1 || options_.gpu_count > detail::kMaxGpus) {
@@ -173,99 +123,51 @@ SimGpuSet::SimGpuSet(SimGpuSetOptions options)
   }
   const trace::Workload& workload = trace::find_workload(options_.workload);
   iterations_per_epoch_ = (workload.train_samples + batch_size_ - 1) / batch_size_;
-  const trace::PowerTrace trace = load_trace(options_);
   range_mw_ = {w_to_mw(static_cast<double>(trace.min_power_limit_w())),
                w_to_mw(static_cast<double>(trace.max_power_limit_w()))};
   idle_power_w_ = info.idle_power_w;
   display_name_ = std::string(info.name);
   const std::string model_key =
       fmt::format("{}:{}:{}", options_.gpu_model, options_.workload, batch_size_);
-
-  void* mem = nullptr;
-  bool fresh = true;
-  // Held until the state is initialized, so a second process never sees a half-made file.
-  std::optional<Lock> lock;
-  if (options_.state_path.empty()) {
-    mem = ::mmap(nullptr, sizeof(detail::SharedState), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-      throw_posix_error("mapping simulated GPU state", "anonymous memory", errno);
-    }
-  } else {
-    const std::string path = options_.state_path.string();
-    fd_ = check_posix(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644),
-                      "opening simulated GPU state file", path);
-    lock.emplace(*this);
-    struct stat st {};
-    check_posix(::fstat(fd_, &st), "stat of simulated GPU state file", path);
-    fresh = st.st_size == 0;
-    if (fresh) {
-      check_posix(::ftruncate(fd_, sizeof(detail::SharedState)), "sizing simulated GPU state file",
-                  path);
-    } else if (static_cast<size_t>(st.st_size) != sizeof(detail::SharedState)) {
-      lock.reset();
-      ::close(fd_);
-      throw ConfigError(fmt::format(
-          "simulated GPU state file '{}' has {} bytes, expected {}: it is not a zeus-cpp state "
-          "file of this version; remove it or point {} elsewhere",
-          path, st.st_size, sizeof(detail::SharedState), kEnvSimState.name));
-    }
-    mem = ::mmap(nullptr, sizeof(detail::SharedState), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (mem == MAP_FAILED) {
-      const int err = errno;
-      lock.reset();
-      ::close(fd_);
-      throw_posix_error("mapping simulated GPU state file", path, err);
-    }
-    state_ = static_cast<detail::SharedState*>(mem);
-    if (!fresh && options_.gpu_count_from_state && state_->magic == detail::kMagic &&
-        state_->gpu_count >= 1 && state_->gpu_count <= static_cast<uint32_t>(detail::kMaxGpus)) {
-      options_.gpu_count = static_cast<int>(state_->gpu_count);
-    }
+  shared_ = std::make_unique<SharedStateFile>(options_.state_path, [&](detail::SharedState& state,
+                                                                       bool fresh) {
     if (!fresh) {
-      const bool same = state_->magic == detail::kMagic && state_->version == detail::kVersion &&
-                        state_->gpu_count == static_cast<uint32_t>(options_.gpu_count) &&
-                        std::string_view(state_->model.data()) == model_key;
-      if (!same) {
-        const std::string theirs =
-            state_->magic == detail::kMagic
-                ? fmt::format("{} x {}", state_->gpu_count, state_->model.data())
-                : std::string("something else");
-        ::munmap(mem, sizeof(detail::SharedState));
-        lock.reset();
-        ::close(fd_);
-        throw ConfigError(fmt::format(
-            "simulated GPU state file '{}' holds {}, but this process asks for {} x {}; use the "
-            "same sim: spec and {} in every process of a node, or remove the file",
-            path, theirs, options_.gpu_count, model_key, kEnvSimGpus.name));
+      if (options_.gpu_count_from_state && state.magic == detail::kMagic && state.gpu_count >= 1 &&
+          state.gpu_count <= static_cast<uint32_t>(detail::kMaxGpus)) {
+        options_.gpu_count = static_cast<int>(state.gpu_count);
       }
+      const bool same = state.magic == detail::kMagic && state.version == detail::kVersion &&
+                        state.gpu_count == static_cast<uint32_t>(options_.gpu_count) &&
+                        std::string_view(state.model.data()) == model_key;
+      if (!same) {
+        const std::string theirs = state.magic == detail::kMagic
+                                       ? fmt::format("{} x {}", state.gpu_count, state.model.data())
+                                       : std::string("something else");
+        throw ConfigError(fmt::format(
+            "simulated GPU state file '{}' holds {}, but this process asks for {} x {}; use "
+            "the same sim: spec and {} in every process of a node, or remove the file",
+            options_.state_path.string(), theirs, options_.gpu_count, model_key, kEnvSimGpus.name));
+      }
+      return;
     }
-  }
-  state_ = static_cast<detail::SharedState*>(mem);
-  if (fresh) {
-    std::memset(static_cast<void*>(state_), 0, sizeof(detail::SharedState));
-    state_->magic = detail::kMagic;
-    state_->version = detail::kVersion;
-    state_->gpu_count = static_cast<uint32_t>(options_.gpu_count);
-    ZEUS_ASSERT(model_key.size() < state_->model.size(), "model key '{}' too long", model_key);
-    std::copy(model_key.begin(), model_key.end(), state_->model.begin());
+    state.magic = detail::kMagic;
+    state.version = detail::kVersion;
+    state.gpu_count = static_cast<uint32_t>(options_.gpu_count);
+    ZEUS_ASSERT(model_key.size() < state.model.size(), "model key '{}' too long", model_key);
+    std::copy(model_key.begin(), model_key.end(), state.model.begin());
     const int64_t now = options_.clock == SimClock::kReal ? monotonic_ns() : 0;
     for (int i = 0; i < options_.gpu_count; ++i) {
-      detail::SharedGpu& g = state_->gpus[static_cast<size_t>(i)];
+      detail::SharedGpu& g = state.gpus[static_cast<size_t>(i)];
       g.power_limit_mw = range_mw_.max_mw;
       g.clock_ns = now;
       g.busy = options_.start_busy ? 1 : 0;
       g.energy_mj = 0;
     }
-  }
+  });
+  state_ = &shared_->state();
 }
 
-SimGpuSet::~SimGpuSet() {
-  ::munmap(state_, sizeof(detail::SharedState));
-  if (fd_ >= 0) {
-    ::close(fd_);
-  }
-}
+SimGpuSet::~SimGpuSet() = default;
 
 std::string SimGpuSet::locator() const {
   std::string out = fmt::format("sim:{}:{}:{}", options_.gpu_model, options_.workload, batch_size_);
@@ -317,20 +219,20 @@ void SimGpuSet::settle(int gpu, int64_t now_ns) {
 
 int64_t SimGpuSet::power_mw(int gpu) {
   check_index(gpu);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   return w_to_mw(power_w_locked(gpu));
 }
 
 std::optional<int64_t> SimGpuSet::energy_mj(int gpu) {
   check_index(gpu);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   settle(gpu, monotonic_ns());
   return static_cast<int64_t>(state_->gpus[static_cast<size_t>(gpu)].energy_mj);
 }
 
 int64_t SimGpuSet::power_limit_mw(int gpu) {
   check_index(gpu);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   return state_->gpus[static_cast<size_t>(gpu)].power_limit_mw;
 }
 
@@ -347,20 +249,20 @@ int64_t SimGpuSet::default_power_limit_mw(int gpu) {
 void SimGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
   check_index(gpu);
   check_limit(gpu, limit_mw, range_mw_);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   settle(gpu, monotonic_ns());
   state_->gpus[static_cast<size_t>(gpu)].power_limit_mw = limit_mw;
 }
 
 std::chrono::nanoseconds SimGpuSet::iteration_time(int gpu) {
   check_index(gpu);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   return iteration_time_locked(gpu);
 }
 
 void SimGpuSet::set_busy(int gpu, bool busy) {
   check_index(gpu);
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   settle(gpu, monotonic_ns());
   state_->gpus[static_cast<size_t>(gpu)].busy = busy ? 1 : 0;
 }
@@ -371,7 +273,7 @@ std::chrono::nanoseconds SimGpuSet::run_iterations(int gpu, int64_t n) {
   std::chrono::nanoseconds total{0};
   bool was_busy = false;
   {
-    Lock lock(*this);
+    SharedStateFile::Lock lock(*shared_);
     settle(gpu, monotonic_ns());
     was_busy = state_->gpus[static_cast<size_t>(gpu)].busy != 0;
     state_->gpus[static_cast<size_t>(gpu)].busy = 1;
@@ -379,7 +281,7 @@ std::chrono::nanoseconds SimGpuSet::run_iterations(int gpu, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     std::chrono::nanoseconds step{0};
     {
-      Lock lock(*this);
+      SharedStateFile::Lock lock(*shared_);
       step = iteration_time_locked(gpu);
       if (options_.clock == SimClock::kVirtual) {
         detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
@@ -392,7 +294,7 @@ std::chrono::nanoseconds SimGpuSet::run_iterations(int gpu, int64_t n) {
     }
     total += step;
   }
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   settle(gpu, monotonic_ns());
   state_->gpus[static_cast<size_t>(gpu)].busy = was_busy ? 1 : 0;
   return total;
@@ -405,7 +307,7 @@ void SimGpuSet::idle(int gpu, std::chrono::nanoseconds d) {
     std::this_thread::sleep_for(d);
     return;
   }
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
   g.busy = 0;
   g.energy_mj += idle_power_w_ * static_cast<double>(d.count()) / 1e6;
@@ -417,7 +319,7 @@ std::chrono::nanoseconds SimGpuSet::now(int gpu) {
   if (options_.clock == SimClock::kReal) {
     return std::chrono::nanoseconds{monotonic_ns()};
   }
-  Lock lock(*this);
+  SharedStateFile::Lock lock(*shared_);
   return std::chrono::nanoseconds{state_->gpus[static_cast<size_t>(gpu)].clock_ns};
 }
 

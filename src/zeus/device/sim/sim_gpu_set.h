@@ -48,6 +48,7 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec);
 namespace detail {
 struct SharedState;
 }
+class SharedStateFile;
 
 // Contract: as GpuSet; in addition run_iterations()/idle() model the GPU's work. In virtual mode
 // each GPU has its own clock, advanced by those calls. Setting a limit outside the traces' range
@@ -87,7 +88,7 @@ class SimGpuSet final : public GpuSet {
   double idle_power_w() const { return idle_power_w_; }
 
  private:
-  class Lock;
+  SimGpuSet(SimGpuSetOptions options, const trace::PowerTrace& trace);
   // Accrues energy up to `now_ns` at the current power (real clock only).
   void settle(int gpu, int64_t now_ns);
   double power_w_locked(int gpu) const;
@@ -100,9 +101,8 @@ class SimGpuSet final : public GpuSet {
   PowerLimitRange range_mw_;
   double idle_power_w_ = 0;
   std::string display_name_;
-  int fd_ = -1;
-  detail::SharedState* state_ = nullptr;
-  std::mutex mu_;
+  std::unique_ptr<SharedStateFile> shared_;
+  detail::SharedState* state_ = nullptr;  // shared_'s
 };
 
 }  // namespace zeus::device::sim
