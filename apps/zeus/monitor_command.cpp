@@ -339,8 +339,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
       if (start_energy[i] && devices[i].kind == MonitoredDevice::Kind::kGpu) {
         counter_energy_j[i] = mj_to_j(*gpus->energy_mj(devices[i].index) - *start_energy[i]);
       } else if (start_energy[i]) {
-        counter_energy_j[i] =
-            static_cast<double>(cpus->energy_uj(devices[i].index) - *start_energy[i]) / 1e6;
+        counter_energy_j[i] = uj_to_j(cpus->energy_uj(devices[i].index) - *start_energy[i]);
       }
     } catch (const Error&) {
       // The device failed at the end: fall back to the samples taken while it worked.

@@ -18,6 +18,7 @@ Debian's dataset-fashion-mnist (IDX files, gzip or plain), or --data DIR.
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import os
 import socket
@@ -190,6 +191,9 @@ def train(args: argparse.Namespace) -> int:
             line += (f"; energy {r['energy']:.1f} J, time {r['time']:.2f} s, "
                      f"reached {r['reached']}, results in {train_loader.log_dir}")
         print(line, flush=True)
+    # The loaders (their energy jobs, which hold the group's collectives) go before the group.
+    train_loader = eval_loader = None
+    gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

@@ -3,6 +3,7 @@
 // the only conversions: no `/ 1000` in the code that uses them.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 
@@ -34,6 +35,13 @@ constexpr double mj_to_j(double mj) {
 // RAPL counts microjoules.
 constexpr double uj_to_mj(int64_t uj) {
   return static_cast<double>(uj) / 1000.0;
+}
+constexpr double uj_to_j(int64_t uj) {
+  return static_cast<double>(uj) / 1e6;
+}
+// Energy in mJ of `power_w` drawn for `elapsed` (W x ns = 1e-6 mJ).
+constexpr double energy_mj(double power_w, std::chrono::nanoseconds elapsed) {
+  return power_w * static_cast<double>(elapsed.count()) / 1e6;
 }
 inline int64_t j_to_mj(double j) {
   return std::llround(j * 1000.0);

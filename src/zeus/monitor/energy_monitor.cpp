@@ -114,9 +114,8 @@ Measurement EnergyMonitor::end_window(std::string_view name) {
   }
   if (options_.cpus != nullptr) {
     for (int cpu = 0; cpu < options_.cpus->count(); ++cpu) {
-      m.cpu_energy_j.push_back(static_cast<double>(options_.cpus->energy_uj(cpu) -
-                                                   window.cpu_energy_uj[static_cast<size_t>(cpu)]) /
-                               1e6);
+      m.cpu_energy_j.push_back(
+          uj_to_j(options_.cpus->energy_uj(cpu) - window.cpu_energy_uj[static_cast<size_t>(cpu)]));
     }
   }
   if (used_counter && end - window.start < options_.counter_resolution) {

@@ -212,7 +212,8 @@ std::chrono::nanoseconds SimGpuSet::iteration_time_locked(int gpu) const {
 void SimGpuSet::settle(int gpu, int64_t now_ns) {
   detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
   if (options_.clock == SimClock::kReal && now_ns > g.clock_ns) {
-    g.energy_mj += power_w_locked(gpu) * static_cast<double>(now_ns - g.clock_ns) / 1e6;
+    g.energy_mj +=
+        zeus::energy_mj(power_w_locked(gpu), std::chrono::nanoseconds(now_ns - g.clock_ns));
     g.clock_ns = now_ns;
   }
 }
@@ -285,7 +286,7 @@ std::chrono::nanoseconds SimGpuSet::run_iterations(int gpu, int64_t n) {
       step = iteration_time_locked(gpu);
       if (options_.clock == SimClock::kVirtual) {
         detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
-        g.energy_mj += power_w_locked(gpu) * static_cast<double>(step.count()) / 1e6;
+        g.energy_mj += zeus::energy_mj(power_w_locked(gpu), step);
         g.clock_ns += step.count();
       }
     }
@@ -310,7 +311,7 @@ void SimGpuSet::idle(int gpu, std::chrono::nanoseconds d) {
   SharedStateFile::Lock lock(*shared_);
   detail::SharedGpu& g = state_->gpus[static_cast<size_t>(gpu)];
   g.busy = 0;
-  g.energy_mj += idle_power_w_ * static_cast<double>(d.count()) / 1e6;
+  g.energy_mj += zeus::energy_mj(idle_power_w_, d);
   g.clock_ns += d.count();
 }
 
