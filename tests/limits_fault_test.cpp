@@ -89,7 +89,13 @@ TEST(LimitsSurvive, EveryWayARunCanDieThenTheNextJobRunsClean) {
       if (how == "launcher") {
         job.launcher->kill(SIGKILL);
       } else {
-        for (int pid : test::marked(job.mark)) {
+        // Freeze them all first: killed one by one, the sentinel could see the launcher die
+        // and restore the limits before its own SIGKILL arrived (seen once in CI).
+        const std::vector<int> pids = test::marked(job.mark);
+        for (int pid : pids) {
+          ::kill(pid, SIGSTOP);
+        }
+        for (int pid : pids) {
           ::kill(pid, SIGKILL);
         }
       }
