@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "support/sim_job.h"
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
@@ -182,14 +183,8 @@ TEST(TrainResult, RoundTripsAndReadsZeusFiles) {
 TEST(EnergyJob, SingleProcessProfilesThenStopsOnTheThreshold) {
   test::TempDir dir;
   CleanEnv env;
-  JobOptions o;
-  o.target_metric = 0.99;
-  o.device = "sim:v100";
-  o.log_dir = dir / "log";
-  o.warmup_iters = 1;
-  o.profile_iters = 2;
+  JobOptions o = test::quick_sim_job(dir / "log");
   o.cost_threshold = 1.0;
-  o.progress_bar = false;
   SingleProcess world;
   EnergyJob job(resolve_job_options(o, 5, 16, 1), world);
   ASSERT_EQ(job.next_epoch(), 0);
@@ -229,17 +224,6 @@ void run_epoch(EnergyJob& job, int train, int eval, double metric) {
   job.report_metric(metric);
 }
 
-JobOptions quick_sim_job(const std::filesystem::path& log_dir) {
-  JobOptions o;
-  o.target_metric = 0.99;
-  o.device = "sim:v100";
-  o.log_dir = log_dir;
-  o.warmup_iters = 1;
-  o.profile_iters = 2;
-  o.progress_bar = false;
-  return o;
-}
-
 // Zeus synchronizes the device before every timestamp that opens or closes a measurement: the
 // job calls the rank's hook at both ends of each profiling window (7 limits, then the eval
 // window at the optimum) and of each train and eval loop, and nowhere on the step path.
@@ -248,7 +232,7 @@ TEST(EnergyJob, WaitsForTheDeviceBeforeEveryMeasurementTimestamp) {
   CleanEnv env;
   SingleProcess world;
   int waits = 0;
-  EnergyJob job(resolve_job_options(quick_sim_job(dir / "log"), 2, 16, 1), world,
+  EnergyJob job(resolve_job_options(test::quick_sim_job(dir / "log"), 2, 16, 1), world,
                 {.synchronize = [&] { ++waits; }});
   ASSERT_EQ(job.next_epoch(), 0);
   job.begin_train_epoch(30);
@@ -281,7 +265,7 @@ TEST(EnergyJob, MeasureOnlySetsNoLimitAndStillStopsOnTheThreshold) {
   test::TempDir dir;
   CleanEnv env;
   SingleProcess world;
-  JobOptions o = quick_sim_job(dir / "log");
+  JobOptions o = test::quick_sim_job(dir / "log");
   o.measure_only = true;
   EnergyJob job(resolve_job_options(o, 5, 16, 1), world);
   ASSERT_EQ(job.next_epoch(), 0);
@@ -310,7 +294,7 @@ TEST(EnergyJob, MeasureOnlySetsNoLimitAndStillStopsOnTheThreshold) {
 
   // The threshold: a fresh log dir, stop when the next epoch would exceed 2.5 epochs' cost.
   test::TempDir dir2;
-  JobOptions t = quick_sim_job(dir2 / "log");
+  JobOptions t = test::quick_sim_job(dir2 / "log");
   t.measure_only = true;
   t.cost_threshold = 2.5 * r.cost / 3.0;
   EnergyJob stopped(resolve_job_options(t, 5, 16, 1), world);

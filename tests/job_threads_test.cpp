@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "support/sim_job.h"
 #include "support/test_support.h"
 #include "support/thread_world.h"
 #include "zeus/common/errors.h"
@@ -18,17 +19,6 @@ using ::testing::HasSubstr;
 
 namespace zeus::job {
 namespace {
-
-JobOptions sim_job(const std::filesystem::path& log_dir) {
-  JobOptions o;
-  o.target_metric = 0.99;
-  o.device = "sim:v100";
-  o.log_dir = log_dir;
-  o.warmup_iters = 1;
-  o.profile_iters = 2;
-  o.progress_bar = false;
-  return o;
-}
 
 // Two epochs of 30 train and 5 eval steps (profiling all 7 V100 limits in the first), then the
 // job stops at max epochs. Returns the result every rank ended with.
@@ -55,7 +45,7 @@ TrainResult run_world(int world, int per_node, const std::filesystem::path& dir)
   test::ThreadWorld threads(world, per_node);
   std::vector<TrainResult> results(static_cast<size_t>(world));
   const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
-    EnergyJob job(resolve_job_options(sim_job(dir), 2, 16, world), c);
+    EnergyJob job(resolve_job_options(test::quick_sim_job(dir), 2, 16, world), c);
     results[static_cast<size_t>(rank)] = two_epochs(job);
   });
   for (int r = 0; r < world; ++r) {
@@ -96,7 +86,7 @@ TEST(EnergyJobThreads, TheThresholdStopsEveryRankAtTheSameEpoch) {
   std::mutex mu;
   int stopped = 0;
   const auto errors = test::run_ranks(threads, [&](int, Collectives& c) {
-    JobOptions o = sim_job(dir / "log");
+    JobOptions o = test::quick_sim_job(dir / "log");
     o.cost_threshold = 1.0;
     EnergyJob job(resolve_job_options(o, 5, 16, 3), c);
     try {
@@ -118,7 +108,7 @@ TEST(EnergyJobThreads, AnErrorOnOneRankIsThrownOnEveryRankBeforeTraining) {
   test::TempDir dir;
   test::ThreadWorld threads(2, 2);
   const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
-    JobOptions o = sim_job(dir / "log");
+    JobOptions o = test::quick_sim_job(dir / "log");
     o.device = rank == 1 ? "sim:h100" : "sim:v100";  // rank 1 cannot open its GPUs
     EnergyJob job(resolve_job_options(o, 2, 16, 2), c);
   });

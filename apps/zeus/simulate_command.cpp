@@ -80,18 +80,12 @@ std::pair<int64_t, int64_t> most_common_final(const Group& g) {
       ->first;
 }
 
-std::string policy_label(const SimulateCommandOptions& o) {
-  return o.policy == "lean"
-             ? fmt::format("lean ({})", optimize::to_string(optimize::parse_lean_options(o.lean)))
-             : o.policy;
-}
-
 void print_table(std::ostream& out, const std::vector<Group>& groups, bool show_profiles,
-                 const SimulateCommandOptions& o, size_t seeds) {
+                 const SimulateCommandOptions& o, std::string_view policy, size_t seeds) {
   out << fmt::format(
       "zeus simulate: policy {}, fidelity {}, eta {}, beta {}, {} seed(s) ({}); energy, cost and "
       "time vs Default (b0 at the maximum power limit), cumulative over all recurrences\n",
-      policy_label(o), o.fidelity, o.eta, o.beta, seeds, o.seeds);
+      policy, o.fidelity, o.eta, o.beta, seeds, o.seeds);
   out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>13} {:>11} {:>12} {:>14} {:>14} {:>14} {:>13}\n",
                      "gpu", "workload", "b0", "recur", "energy saved", "cost saved", "time change",
                      "last-10 saved", "final (b, W)", "oracle (b, W)", "oracle saved");
@@ -232,6 +226,7 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
 int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<Group> groups;
   std::vector<uint64_t> seeds;
+  std::string policy;  // as the table header names it
   try {
     if (!(o.eta >= 0.0 && o.eta <= 1.0)) {
       throw ConfigError(fmt::format("--eta {} is outside [0, 1]", o.eta));
@@ -248,11 +243,10 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
     options.beta = o.beta;
     options.recurrences = std::max(o.recurrences, 0);
     options.selector = optimize::parse_selector(o.selector);
-    options.policy = optimize::parse_policy(o.policy);
-    if (!o.lean.empty() && options.policy != optimize::BsoPolicy::kLean) {
-      throw ConfigError(fmt::format("--lean '{}' sets lean's knobs; add --policy lean", o.lean));
-    }
-    options.lean = optimize::parse_lean_options(o.lean);
+    const optimize::PolicyChoice choice = optimize::parse_policy_choice(o.policy, o.lean);
+    options.policy = choice.policy;
+    options.lean = choice.lean;
+    policy = optimize::policy_label(choice);
     options.fidelity = sim::parse_fidelity(o.fidelity);
 
     std::vector<std::string> gpus;
@@ -297,7 +291,7 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
   }
 
   if (o.format == "table") {
-    print_table(out, groups, o.show_profiles, o, seeds.size());
+    print_table(out, groups, o.show_profiles, o, policy, seeds.size());
     if (o.explain) {
       print_explain(out, groups);
     }

@@ -482,7 +482,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   std::string phase_text() const {
-    const int64_t w = mw_to_w(current_limit_mw_);
+    const double w = mw_to_w(current_limit_mw_);
     if (!profiler_) {
       return fmt::format("measure-only, at {} W", w);
     }

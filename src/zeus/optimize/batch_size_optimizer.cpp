@@ -81,8 +81,7 @@ BatchSizeOptimizer::BatchSizeOptimizer(BatchSizeOptimizerOptions options)
                     options_.beta));
   }
   if (options_.policy == BsoPolicy::kLean) {
-    // The same checks as the command line's, for options built in code.
-    parse_lean_options(to_string(options_.lean));
+    check_lean_options(options_.lean);
   }
   if (options_.window < 0 || options_.pruning_rounds < 1 || options_.explorations_per_arm < 1) {
     throw ConfigError(
@@ -219,10 +218,8 @@ void BatchSizeOptimizer::end_direction() {
 }
 
 void BatchSizeOptimizer::observe_pruning(const BatchSizeObservation& obs) {
-  double round_best = std::numeric_limits<double>::infinity();
-  for (const auto& [bs, cost] : round_survivors_) {
-    round_best = std::min(round_best, cost);
-  }
+  const double round_best = round_survivors_.empty() ? std::numeric_limits<double>::infinity()
+                                                     : round_survivors_.at(round_best_batch_size_);
   if (obs.reached) {
     round_survivors_[obs.batch_size] = obs.cost;
     if (obs.cost < round_best) {

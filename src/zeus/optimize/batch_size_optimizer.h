@@ -71,7 +71,6 @@ class BatchSizeOptimizer {
   // Rebuilds the state from a history, checking that each decision matches the recorded one.
   void replay(const std::vector<BatchSizeObservation>& history);
 
-  const BatchSizeOptimizerOptions& options() const { return options_; }
   bool pruning() const { return stage_ == Stage::kPruning; }
   int pruning_round() const { return round_; }
   // The batch sizes left for Thompson sampling (set when pruning ends).

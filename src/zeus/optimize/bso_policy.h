@@ -42,5 +42,18 @@ std::string to_string(const LeanOptions& lean);
 // Applies "key=value,..." over `base` (any subset, any order; "" leaves it). Throws ConfigError
 // naming the bad key or value and the accepted ranges.
 LeanOptions parse_lean_options(std::string_view text, LeanOptions base = {});
+// The ranges parse_lean_options() accepts, for knobs set in code. Throws ConfigError naming the
+// knob and its value.
+void check_lean_options(const LeanOptions& lean);
+
+// A policy and its knobs from the command line's --policy and --lean. Throws ConfigError for an
+// unknown policy, bad knobs, or knobs without --policy lean.
+struct PolicyChoice {
+  BsoPolicy policy = BsoPolicy::kZeus;
+  LeanOptions lean;
+};
+PolicyChoice parse_policy_choice(std::string_view policy, std::string_view lean);
+// "zeus", or "lean (gamma=...,spread=...)": what a tune history and a table header record.
+std::string policy_label(const PolicyChoice& choice);
 
 }  // namespace zeus::optimize

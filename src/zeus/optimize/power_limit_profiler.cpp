@@ -25,6 +25,20 @@ std::vector<int64_t> candidate_limits_mw(PowerLimitRange range, int64_t step_mw)
   return out;
 }
 
+std::optional<std::pair<int64_t, int64_t>> fit_windows(int64_t warmup, int64_t profile,
+                                                       int64_t iterations) {
+  const int64_t total = warmup + profile;
+  if (iterations >= total) {
+    return std::pair{warmup, profile};
+  }
+  const int64_t w = warmup * iterations / total;
+  const int64_t p = profile * iterations / total;
+  if (w < 1 || p < 1) {
+    return std::nullopt;
+  }
+  return std::pair{w, p};
+}
+
 PowerLimitProfiler::PowerLimitProfiler(PowerLimitRange range_mw, CostModel cost,
                                        ProfilerOptions options, ProfilerHost& host)
     : range_(range_mw),
@@ -60,16 +74,16 @@ void PowerLimitProfiler::on_epoch_begin(int64_t iterations) {
     return;
   }
   // Shrink both windows in proportion so one limit fits in an epoch of this length.
-  const int total = warmup_ + profile_;
-  const int warmup = static_cast<int>(static_cast<int64_t>(warmup_) * iterations / total);
-  const int profile = static_cast<int>(static_cast<int64_t>(profile_) * iterations / total);
-  if (warmup < 1 || profile < 1) {
+  const auto fitted = fit_windows(warmup_, profile_, iterations);
+  if (!fitted) {
     throw ConfigError(fmt::format(
         "an epoch of {} iterations is too short to profile a power limit ({} warmup + {} "
         "profiling iterations even after shrinking); use a smaller batch size, or lower "
         "ZEUS_PROFILE_PARAMS",
         iterations, warmup_, profile_));
   }
+  const int warmup = static_cast<int>(fitted->first);
+  const int profile = static_cast<int>(fitted->second);
   logger().info("epoch of {} iterations: profiling window shrunk from {}+{} to {}+{}", iterations,
                 warmup_, profile_, warmup, profile);
   warmup_ = warmup;

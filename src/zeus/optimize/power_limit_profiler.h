@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct ProfilerOptions {
 // Candidate limits from the maximum down to the minimum in steps of step_mw, never below the
 // minimum (the minimum itself is always a candidate).
 std::vector<int64_t> candidate_limits_mw(PowerLimitRange range, int64_t step_mw);
+
+// The windows for an epoch of `iterations`: warmup and profile unchanged when one limit's window
+// fits, else both shrunk in proportion (integer division); nullopt when either would reach 0.
+// The profiler applies it; the simulator's windows fidelity charges the same windows.
+std::optional<std::pair<int64_t, int64_t>> fit_windows(int64_t warmup, int64_t profile,
+                                                       int64_t iterations);
 
 // The profiler's states. Transitions (Note [profiler states]):
 //   Ready{i} --on_step_begin, window fits in the epoch--> Warmup{i}   (sets candidate i)

@@ -13,6 +13,7 @@
 #include "zeus/common/power.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/optimize/cost.h"
+#include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus::sim {
 
@@ -101,20 +102,14 @@ EpochPlan plan_epochs(const WorkloadModel& model, int64_t bs, int64_t chosen_w, 
   }
   // kWindows: walk the profiler's schedule iteration by iteration (highest limit first).
   const int64_t n = model.iterations_per_epoch(bs);
-  int64_t warmup = o.warmup_iters;
-  int64_t measured = o.profile_iters;
-  if (n < warmup + measured) {
-    const int64_t total = warmup + measured;
-    warmup = warmup * n / total;
-    measured = measured * n / total;
-    if (warmup < 1 || measured < 1) {
-      throw ConfigError(fmt::format(
-          "{} {} batch size {}: an epoch of {} iterations is too short to profile a power limit "
-          "({}+{} iterations); lower the windows (ZEUS_PROFILE_PARAMS)",
-          model.gpu(), model.job().dataset, bs, n, o.warmup_iters, o.profile_iters));
-    }
+  const auto fitted = optimize::fit_windows(o.warmup_iters, o.profile_iters, n);
+  if (!fitted) {
+    throw ConfigError(fmt::format(
+        "{} {} batch size {}: an epoch of {} iterations is too short to profile a power limit "
+        "({}+{} iterations); lower the windows (ZEUS_PROFILE_PARAMS)",
+        model.gpu(), model.job().dataset, bs, n, o.warmup_iters, o.profile_iters));
   }
-  const int64_t window = warmup + measured;
+  const int64_t window = fitted->first + fitted->second;
   auto per_iteration = [&](int64_t pl, int64_t iterations) {
     const double share = static_cast<double>(iterations) / static_cast<double>(n);
     return EpochCost{model.epoch_energy_j(bs, pl) * share, model.epoch_time_s(bs, pl) * share};

@@ -122,26 +122,20 @@ std::vector<std::string> expand_command(const TuneOptions& o, const TuneTry& t) 
 }
 
 std::string policy_label(const TuneOptions& o) {
-  const optimize::BsoPolicy policy = optimize::parse_policy(o.policy);
-  if (policy != optimize::BsoPolicy::kLean) {
-    if (!o.lean.empty()) {
-      throw ConfigError(fmt::format("--lean '{}' sets lean's knobs; add --policy lean", o.lean));
-    }
-    return std::string(optimize::to_string(policy));
-  }
-  return fmt::format("lean ({})", optimize::to_string(optimize::parse_lean_options(o.lean)));
+  return optimize::policy_label(optimize::parse_policy_choice(o.policy, o.lean));
 }
 
 namespace {
 
 optimize::BatchSizeOptimizerOptions optimizer_options(const TuneOptions& o) {
+  const optimize::PolicyChoice choice = optimize::parse_policy_choice(o.policy, o.lean);
   return {.batch_sizes = o.batch_sizes,
           .default_batch_size = o.default_batch_size,
           .beta = o.beta,
           .seed = o.seed,
           .window = o.window,
-          .policy = optimize::parse_policy(o.policy),
-          .lean = optimize::parse_lean_options(o.lean)};
+          .policy = choice.policy,
+          .lean = choice.lean};
 }
 
 json options_json(const TuneOptions& o) {
@@ -184,8 +178,7 @@ void validate(const TuneOptions& o) {
     throw ConfigError(
         "no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
   }
-  policy_label(o);
-  // The optimizer checks the list, the default and beta.
+  // The optimizer checks the list, the default, beta and the policy's knobs.
   optimize::BatchSizeOptimizer check(optimizer_options(o));
 }
 
