@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: deps configure build test test-python test-cuda torch-wheel demo format format-check bench clean
+.PHONY: deps configure build test test-python test-cuda test-gpu-check torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -44,6 +44,15 @@ test-cuda: deps torch-wheel
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
 	PYTHONPATH=$(CURDIR)/build/python-cuda ZEUS_BUILD_DIR=build/cuda $(TORCH_PY) -m pytest $(PYTEST_FLAGS) \
 	  python/tests
+
+# The GPU check (scripts/gpu-check.sh, docs/gpu.md) on this machine: its unit tests, then the
+# check itself in --cpu-only mode three times against the GPU machine's torch (.venv-gpu-check):
+# whole, with what it returns held to the device's return rules (the report in
+# build/gpu-check/ci-out); with one step made to hang; with a file missing from the carry.
+test-gpu-check: deps
+	test -x .venv-py/bin/python || scripts/install-python.sh
+	ZEUS_GPU_CHECK_RUN=1 .venv-py/bin/python -m pytest $(PYTEST_FLAGS) tests/gpu_check
+	cat build/gpu-check/ci-out/gpu-check.txt
 
 # Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
 # profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes

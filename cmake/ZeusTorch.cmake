@@ -22,7 +22,7 @@ function(zeus_fail_torch what)
 endfunction()
 
 # Runs ZEUS_TORCH_PYTHON to locate torch without importing it (importing loads CUDA).
-function(zeus_locate_wheel out_root out_site out_version)
+function(zeus_locate_wheel out_root out_site out_version out_nccl_pin)
   execute_process(
     COMMAND "${ZEUS_TORCH_PYTHON}" -c [=[
 import importlib.util, pathlib, re
@@ -32,6 +32,11 @@ if spec is None or not spec.submodule_search_locations:
 root = pathlib.Path(spec.submodule_search_locations[0]).resolve()
 text = (root / "version.py").read_text()
 print(root); print(root.parent); print(re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text).group(1))
+# The NCCL that torch's own metadata pins (Requires-Dist: nvidia-nccl-cuNN==X.Y.Z).
+import importlib.metadata as md
+pins = [m.group(1) for r in (md.distribution("torch").requires or [])
+        for m in [re.match(r"nvidia-nccl-cu\d+\s*==\s*([0-9.]+)", r)] if m]
+print(pins[0] if pins else "none")
 ]=]
     OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
@@ -41,6 +46,8 @@ print(root); print(root.parent); print(re.search(r"__version__\s*=\s*['\"]([^'\"
   list(GET lines 0 root)
   list(GET lines 1 site)
   list(GET lines 2 version)
+  list(GET lines 3 nccl_pin)
+  set(${out_nccl_pin} "${nccl_pin}" PARENT_SCOPE)
   set(${out_root} "${root}" PARENT_SCOPE)
   set(${out_site} "${site}" PARENT_SCOPE)
   set(${out_version} "${version}" PARENT_SCOPE)
@@ -112,8 +119,9 @@ function(zeus_check_torch_libraries root site)
   endforeach()
 endfunction()
 
-# Trap 3: the nccl.h the compiler finds first must be the wheel's.
-function(zeus_check_nccl_header nccl_include)
+# Trap 3: the nccl.h the compiler finds first must be the NCCL that torch's metadata pins (the
+# one libtorch_cuda was built and is loaded with), not merely the header in the wheel's folder.
+function(zeus_check_nccl_header nccl_include pinned)
   file(STRINGS "${nccl_include}/nccl.h" lines REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
   set(version "")
   foreach(line IN LISTS lines)
@@ -133,8 +141,14 @@ int main() { std::printf(\"%d.%d.%d\", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH); }
   if(NOT compile_ok)
     zeus_fail_torch("cannot compile against ${nccl_include}/nccl.h: ${compile_log}")
   endif()
-  if(NOT seen STREQUAL version)
-    zeus_fail_torch("the compiler finds NCCL ${seen}'s nccl.h, but the wheel's NCCL is ${version} (${nccl_include}); ProcessGroupNCCL's options would be laid out wrongly. The wheel's nvidia/nccl/include must come first")
+  if(pinned STREQUAL "none")
+    zeus_fail_torch("torch's metadata pins no nvidia-nccl wheel (Requires-Dist); this is not a CUDA build of torch")
+  endif()
+  if(NOT version STREQUAL pinned)
+    zeus_fail_torch("${nccl_include}/nccl.h is NCCL ${version}, but torch pins NCCL ${pinned} (its Requires-Dist); ProcessGroupNCCL's options would be laid out wrongly. Reinstall the pinned one: pip install nvidia-nccl-cu13==${pinned}")
+  endif()
+  if(NOT seen STREQUAL pinned)
+    zeus_fail_torch("the compiler finds NCCL ${seen}'s nccl.h, but torch pins NCCL ${pinned} (${nccl_include}); ProcessGroupNCCL's options would be laid out wrongly. The wheel's nvidia/nccl/include must come first")
   endif()
   set(ZEUS_NCCL_VERSION "${version}" PARENT_SCOPE)
 endfunction()
@@ -193,7 +207,7 @@ macro(zeus_find_torch)
     target_link_libraries(zeus_libtorch INTERFACE ${TORCH_LIBRARIES})
     target_include_directories(zeus_libtorch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
   else()
-    zeus_locate_wheel(ZEUS_TORCH_ROOT ZEUS_TORCH_SITE ZEUS_TORCH_WHEEL_VERSION)
+    zeus_locate_wheel(ZEUS_TORCH_ROOT ZEUS_TORCH_SITE ZEUS_TORCH_WHEEL_VERSION ZEUS_TORCH_NCCL_PIN)
     string(REGEX MATCH "^[0-9]+\\.[0-9]+(\\.[0-9]+)?" wheel_numeric "${ZEUS_TORCH_WHEEL_VERSION}")
     if(wheel_numeric VERSION_LESS kZeusMinWheelTorch)
       zeus_fail_torch("torch ${ZEUS_TORCH_WHEEL_VERSION} is older than ${kZeusMinWheelTorch}; use scripts/install-torch.sh (pins 2.15.0) or a newer environment")
@@ -250,7 +264,7 @@ macro(zeus_find_torch)
     set(Caffe2_DIR "${ZEUS_TORCH_ROOT}/share/cmake/Caffe2" CACHE PATH "the wheel's Caffe2Config" FORCE)
     find_package(Torch REQUIRED NO_DEFAULT_PATH PATHS "${ZEUS_TORCH_ROOT}/share/cmake/Torch")
     zeus_check_torch_libraries("${ZEUS_TORCH_ROOT}" "${ZEUS_TORCH_SITE}")
-    zeus_check_nccl_header("${nccl_include}")
+    zeus_check_nccl_header("${nccl_include}" "${ZEUS_TORCH_NCCL_PIN}")
     set(ZEUS_TORCH_FLAVOR "wheel")
     set(ZEUS_TORCH_CUDA ON)
     add_library(zeus_libtorch INTERFACE)
@@ -271,6 +285,13 @@ macro(zeus_find_torch)
       target_link_options(zeus_libtorch INTERFACE "LINKER:-rpath-link,${dir}")
     endforeach()
     target_link_directories(zeus_libtorch BEFORE INTERFACE ${ZEUS_WHEEL_NVIDIA_LIB_DIRS})
+    # Trap 5: torch 2.11's libtorch.so exports ~180 std::filesystem functions of a newer
+    # libstdc++ (GCC 13's), and a program that loads it before libstdc++ calls those instead of
+    # its own. Its remove_all calls recursive_directory_iterator::__erase, a weak reference that
+    # an older libstdc++ (Debian bookworm's GCC 12) lacks: the call jumps to address 0. So
+    # libstdc++ is the first library the program needs (link options precede the objects and
+    # libraries on CMake's link line), and the standard library's symbols resolve to it.
+    target_link_options(zeus_libtorch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
   endif()
   set(ZEUS_TORCH_VERSION "${Torch_VERSION}")
   add_library(zeus::libtorch ALIAS zeus_libtorch)

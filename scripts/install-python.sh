@@ -88,6 +88,14 @@ else
     echo "install-python: '$py' cannot import torch" >&2
     exit 2
   }
+  # The wheel is built by Debian's CPython; another CPython version needs its own build.
+  want=$("$kBuildVenv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  have=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [[ "$want" != "$have" ]]; then
+    echo "install-python: '$py' is Python $have, the wheel is for $want; build it with that" \
+      "Python: pip install ./python there (or scripts/gpu-check.sh's gpu_check.build_python)" >&2
+    exit 2
+  fi
   rm -rf "$target"
   "$py" -m pip install --quiet --disable-pip-version-check --target "$target" "$wheel" \
     "pytest==$kPytestPin"

@@ -6,6 +6,10 @@
 #
 #   scripts/install-torch.sh                 # .venv-torch with the pinned torch (idempotent)
 #   scripts/install-torch.sh --python PY     # check PY's torch instead (>= 2.11; installs nothing)
+#   scripts/install-torch.sh --gpu-machine   # .venv-gpu-check: what the GPU machine has (its
+#                                            # torch, Python 3.12 where there is one) and the
+#                                            # oldest pybind11 and scikit-build-core that
+#                                            # python/pyproject.toml accepts; for gpu-check.sh
 #
 # Prints the interpreter to give CMake as ZEUS_TORCH_PYTHON on its last line. pip's cache
 # (~/.cache/pip) makes a second install in a fresh clone take seconds instead of a 3 GB download.
@@ -16,10 +20,19 @@ readonly kTorchPin="2.15.0"
 readonly kNvmlDevPin="13.2.86"
 readonly kMinTorch="2.11"
 readonly kVenv=".venv-torch"
+# The GPU machine's image (../shared/docs/spec-gpu.md): torch 2.11.0+cu130 (PyPI's 2.11.0 is the
+# CUDA 13.0 build) under Python 3.12.
+readonly kGpuMachineTorch="2.11.0"
+readonly kGpuMachineVenv=".venv-gpu-check"
 
 python=""
+gpu_machine=0
 while (($#)); do
   case "$1" in
+    --gpu-machine)
+      gpu_machine=1
+      shift
+      ;;
     --python)
       python="${2:?--python needs the interpreter of an environment that has torch}"
       shift 2
@@ -63,6 +76,35 @@ if [[ -n "$python" ]]; then
   fi
   echo "install-torch: using torch $version from $python"
   command -v "$python"
+  exit 0
+fi
+
+# The lower bound of a build requirement in python/pyproject.toml ("name>=X" -> X).
+floor_of() {
+  grep -o -E "\"$1>=[0-9.]+" python/pyproject.toml | head -1 | sed 's/.*>=//'
+}
+
+if ((gpu_machine)); then
+  pybind11=$(floor_of pybind11)
+  skbuild=$(floor_of scikit-build-core)
+  [[ -n "$pybind11" && -n "$skbuild" ]] || {
+    echo "install-torch: python/pyproject.toml names no pybind11>= or scikit-build-core>= floor" >&2
+    exit 1
+  }
+  want="torch==$kGpuMachineTorch pybind11==$pybind11 scikit-build-core==$skbuild"
+  if [[ -f "$kGpuMachineVenv/.pins" && "$(cat "$kGpuMachineVenv/.pins")" == "$want" ]]; then
+    echo "install-torch: $kGpuMachineVenv has $want"
+    echo "$PWD/$kGpuMachineVenv/bin/python"
+    exit 0
+  fi
+  base=$(command -v python3.12 || command -v python3.11 || command -v python3)
+  echo "install-torch: making $kGpuMachineVenv with $base ($("$base" --version 2>&1)): $want"
+  rm -rf "$kGpuMachineVenv"
+  "$base" -m venv "$kGpuMachineVenv"
+  # shellcheck disable=SC2086  # $want is the list of pins
+  "$kGpuMachineVenv/bin/python" -m pip install -q --disable-pip-version-check $want
+  echo "$want" >"$kGpuMachineVenv/.pins"
+  echo "$PWD/$kGpuMachineVenv/bin/python"
   exit 0
 fi
 

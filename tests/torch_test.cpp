@@ -1,11 +1,15 @@
 // The libtorch zeus_torch is built against, and how a rank picks its device (pure: no GPU
 // needed).
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
+#include <system_error>
 
 #include "zeus/common/errors.h"
 #include "zeus/dist/context.h"
@@ -57,6 +61,26 @@ TEST(Libtorch, OneLibtorchIsLoadedAndItIsTheBuildsOwn) {
   for (const auto& cudart : mapped("libcudart.so")) {
     EXPECT_EQ(cudart.rfind(site, 0), 0u) << cudart << ": the CUDA toolkit's runtime was loaded";
   }
+}
+
+// Trap 5 (cmake/ZeusTorch.cmake): torch 2.11's libtorch.so exports std::filesystem functions
+// of a newer libstdc++, whose remove_all jumps to address 0 with an older one. The program's
+// standard library calls must resolve to libstdc++ itself, and remove_all must work.
+TEST(Libtorch, TheStandardLibraryIsLibstdcxxNotACopyInsideLibtorch) {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&, std::error_code&);
+  const RemoveAll remove_all = &std::filesystem::remove_all;
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(remove_all), &info), 0);
+  const std::string from = info.dli_fname ? info.dli_fname : "";
+  ASSERT_THAT(from.substr(from.rfind('/') + 1), ::testing::StartsWith("libstdc++.so"))
+      << "std::filesystem::remove_all resolves to " << from;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("zeus-torch-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "a" / "b");
+  std::ofstream(dir / "a" / "b" / "f") << "x";
+  std::error_code ec;
+  EXPECT_EQ(remove_all(dir, ec), 4u) << ec.message();
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 cluster::Env env_of(int rank, int local_rank, int local_world) {

@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--limit-train", type=int, default=0, help="first N samples only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json-out", help="also write the result here (atomically)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -65,20 +66,25 @@ def main() -> None:
         steps += 1
     sync()
     elapsed = time.perf_counter() - start
-    print(
-        json.dumps(
-            {
-                "torch": torch.__version__,
-                "device": str(device),
-                "steps": steps,
-                "train_s": elapsed,
-                "step_ms": 1e3 * elapsed / steps,
-                "samples_per_s": steps * args.batch_size / elapsed,
-                "mean_loss": loss_sum.item() / steps,
-            }
-        ),
-        flush=True,
+    result = json.dumps(
+        {
+            "torch": torch.__version__,
+            "device": str(device),
+            "steps": steps,
+            "train_s": elapsed,
+            "step_ms": 1e3 * elapsed / steps,
+            "samples_per_s": steps * args.batch_size / elapsed,
+            "mean_loss": loss_sum.item() / steps,
+        }
     )
+    print(result, flush=True)
+    if args.json_out:
+        tmp = f"{args.json_out}.tmp"
+        with open(tmp, "w") as f:
+            f.write(result + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, args.json_out)
 
 
 if __name__ == "__main__":
