@@ -97,7 +97,18 @@ if ((gpu_machine)); then
     echo "$PWD/$kGpuMachineVenv/bin/python"
     exit 0
   fi
-  base=$(command -v python3.12 || command -v python3.11 || command -v python3)
+  # A pyenv shim answers `command -v` for versions it will not run: each candidate is run.
+  base=""
+  for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import venv, ensurepip' 2>/dev/null; then
+      base=$(command -v "$candidate")
+      break
+    fi
+  done
+  [[ -n "$base" ]] || {
+    echo "install-torch: no Python 3 with venv and ensurepip found; install python3-venv" >&2
+    exit 1
+  }
   echo "install-torch: making $kGpuMachineVenv with $base ($("$base" --version 2>&1)): $want"
   rm -rf "$kGpuMachineVenv"
   "$base" -m venv "$kGpuMachineVenv"

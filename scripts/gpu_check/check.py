@@ -53,6 +53,10 @@ kFakeNvml = """{"gpus": [{"name": "NVIDIA H200 (fake)", "uuid": "GPU-00000000-00
 """
 
 
+class SetupError(Exception):
+    """The check cannot start: what and what to do."""
+
+
 @dataclasses.dataclass
 class Context:
     root: Path
@@ -247,8 +251,9 @@ def make_context(a: argparse.Namespace, root: Path) -> Context:
             python = str(root / ".venv-gpu-check" / "bin" / "python")
             if not os.access(python, os.X_OK):
                 print("gpu-check: making .venv-gpu-check (the GPU machine's torch and build tools)")
-                subprocess.run([str(root / "scripts" / "install-torch.sh"), "--gpu-machine"],
-                               check=True)
+                if subprocess.run([str(root / "scripts" / "install-torch.sh"), "--gpu-machine"]).returncode:
+                    raise SetupError("cannot make .venv-gpu-check (scripts/install-torch.sh "
+                                     "--gpu-machine, above); pass --python PY with torch >= 2.11")
     build = (a.build_dir or root / "build" / "gpu-check").resolve()
     out = a.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else build / "out")
     limit_train = a.limit_train if a.limit_train is not None else (2048 if a.cpu_only else 0)
@@ -268,7 +273,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         print(f"gpu-check: {e}", file=sys.stderr)
         return 2
-    c = make_context(a, root)
+    try:
+        c = make_context(a, root)
+    except SetupError as e:
+        print(f"gpu-check: {e}", file=sys.stderr)
+        return 2
     work = c.work
     if work.exists():
         subprocess.run(["rm", "-rf", str(work)], check=True)
