@@ -75,7 +75,8 @@ ensure_venv() {
 ensure_venv "$kBuildVenv" "$kBuildPython"
 rm -rf "$kDist"
 "$kBuildVenv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
-  --no-deps -w "$kDist" --config-settings=build-dir="$PWD/build/python" ./python
+  --no-deps -w "$kDist" --config-settings=build-dir="$PWD/build/python" \
+  --config-settings=cmake.define.ZEUS_WERROR=ON ./python
 wheel=$(ls "$kDist"/zeus_cpp-*.whl)
 
 if [[ -z "$target" ]]; then

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "support/sim_job.h"
 #include "support/test_support.h"
@@ -257,6 +258,40 @@ TEST(EnergyJob, WaitsForTheDeviceBeforeEveryMeasurementTimestamp) {
     job.train_step_end();
   }
   EXPECT_EQ(waits, before_steps + 1) << "no waiting on the step path after profiling";
+}
+
+// A `break` inside a profiling window: the window is cancelled, the limit is profiled again in
+// the next epoch, and the train result lists only windows that were measured (7, not 8).
+TEST(EnergyJob, AnEpochLeftInsideAProfilingWindowRecordsNoWindowForIt) {
+  test::TempDir dir;
+  CleanEnv env;
+  SingleProcess world;
+  EnergyJob job(resolve_job_options(test::quick_sim_job(dir / "log"), 5, 16, 1), world);
+  ASSERT_EQ(job.next_epoch(), 0);
+  job.begin_train_epoch(30);
+  for (int i = 0; i < 2; ++i) {  // warmup (1), then 1 of the 2 profiling steps at 250 W
+    job.train_step_begin();
+    job.train_step_end();
+  }
+  job.end_train_epoch();  // break
+  job.begin_eval_epoch(5);
+  for (int i = 0; i < 5; ++i)
+    job.eval_step_end();
+  job.end_eval_epoch();
+  job.report_metric(0.5);
+  ASSERT_EQ(job.next_epoch(), 1);
+  run_epoch(job, 30, 5, 0.99);
+  EXPECT_TRUE(job.profiling_done());
+  EXPECT_EQ(job.next_epoch(), std::nullopt);
+  ASSERT_TRUE(job.result());
+  const auto& windows = job.result()->windows;
+  ASSERT_EQ(windows.size(), 7u);
+  std::set<int64_t> limits;
+  for (const auto& w : windows) {
+    EXPECT_EQ(w.epoch, 1) << "a window of epoch 0 was cancelled and must not be listed";
+    limits.insert(w.power_limit_mw);
+  }
+  EXPECT_EQ(limits.size(), 7u) << "each limit measured once";
 }
 
 // Measure-only on a simulated V100: no limit ever set (the GPU stays at its limit), each epoch

@@ -88,6 +88,11 @@ class FakeHost : public ProfilerHost {
     ++windows;
     return {std::chrono::duration<double>(now_s_ - start_s_), energy_j_ - start_j_};
   }
+  void cancel_window() override {
+    EXPECT_TRUE(open_);
+    open_ = false;
+    ++cancelled;
+  }
   // One training step at the current limit.
   void step() {
     for (const auto& m : kThreeLimits) {
@@ -104,6 +109,7 @@ class FakeHost : public ProfilerHost {
   std::vector<int64_t> limits_set;
   int epoch = 0;
   int windows = 0;
+  int cancelled = 0;
   bool straddled = false;
 
  private:
@@ -187,7 +193,7 @@ TEST(PowerLimitProfiler, ShortEpochsShrinkTheWindowInProportion) {
   }
 }
 
-TEST(PowerLimitProfiler, EpochEndingEarlyDropsTheWindowAndRedoesTheLimit) {
+TEST(PowerLimitProfiler, EpochEndingEarlyCancelsTheWindowAndRedoesTheLimit) {
   FakeHost host;
   PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
   ++host.epoch;
@@ -199,6 +205,8 @@ TEST(PowerLimitProfiler, EpochEndingEarlyDropsTheWindowAndRedoesTheLimit) {
   }
   p.on_epoch_end();
   EXPECT_TRUE(p.measurements().empty());
+  EXPECT_EQ(host.cancelled, 1) << "the open window is cancelled, not measured";
+  EXPECT_EQ(host.windows, 0);
   run_epoch(p, host, 100);
   ASSERT_EQ(p.measurements().size(), 2u);
   EXPECT_EQ(p.measurements()[0].power_limit_mw, 300'000);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "zeus/cluster/device_binding.h"
 #include "zeus/cluster/env.h"
 
 namespace py = pybind11;
@@ -47,6 +48,16 @@ void bind_cluster(py::module_& m) {
       py::arg("argv") = std::vector<std::string>{},
       "Detects rank, world and master from torchrun / zeus run variables, a --local_rank "
       "argument, Slurm or Open MPI; raises ConfigError naming a bad variable.");
+  m.def(
+      "cuda_device_index",
+      [](const cluster::Env& env, int cuda_device_count, std::optional<std::string> visible) {
+        return cluster::cuda_device_index(
+            {.cuda_device_count = cuda_device_count, .visible_devices = std::move(visible)}, env);
+      },
+      py::arg("env"), py::arg("cuda_device_count"), py::arg("visible_devices"),
+      "The CUDA device index this rank binds (the C++ runtime's rule): 0 when the launcher gave "
+      "the worker one device of its own, else the local rank; ConfigError when it does not "
+      "exist.");
   m.def(
       "resolve_error", [](const std::string& host) { return cluster::resolve_error(host); },
       py::arg("host"), "None when host resolves, else the resolver's reason.");

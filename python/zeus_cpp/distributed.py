@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
-import socket
 import sys
 from dataclasses import dataclass
 
@@ -49,8 +48,8 @@ def init_torch(
     Sets the CUDA device to the local rank when CUDA has devices (``set_device=False`` leaves
     it); the backend is NCCL on CUDA, else Gloo, unless ``backend`` says otherwise. A single
     process gets a group of one, so ``distributed="dp"`` code runs unchanged. Idempotent: a
-    second call returns the first call's answer. Raises ConfigError for a bad variable, and
-    RuntimeError naming the rank and host when the local rank has no GPU.
+    second call returns the first call's answer. Raises ConfigError for a bad variable, or naming
+    the rank and host when the local rank has no GPU.
     """
     global _info
     if _info is not None and dist.is_initialized():
@@ -59,16 +58,12 @@ def init_torch(
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
     device = torch.device("cpu")
     if cuda and set_device:
-        count = torch.cuda.device_count()
-        if env.local_rank >= count:
-            raise RuntimeError(
-                f"rank {env.rank} on {socket.gethostname()}: local rank {env.local_rank} has no "
-                f"GPU ({count} visible, CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); start at most {count} "
-                "processes per node"
-            )
-        torch.cuda.set_device(env.local_rank)
-        device = torch.device("cuda", env.local_rank)
+        # The C++ runtime's rule (zeus/cluster/device_binding.h): under `zeus run --devices`
+        # each worker sees one device of its own, its cuda:0.
+        index = _core.cuda_device_index(
+            env, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     elif cuda:
         device = torch.device("cuda", torch.cuda.current_device())
     if backend is None:

@@ -72,7 +72,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     throw IoError(fmt::format("cannot create directory '{}' for '{}': {}", dir.string(),
                               path.string(), ec.message()));
   }
-  TempFile tmp((dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string());
+  // fmt, not "." + string: GCC 12 at -O3 reports a false -Wrestrict inside operator+ (bug 105329).
+  TempFile tmp((dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string());
   tmp.write_all(content);
   tmp.commit(path);
   // Persist the rename itself; a failure here leaves the data written, so only report it.

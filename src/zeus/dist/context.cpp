@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "zeus/cluster/device_binding.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
@@ -18,11 +19,6 @@ namespace {
 
 std::mutex g_mu;
 std::weak_ptr<Context> g_current;
-
-std::string describe_visible(const std::optional<std::string>& visible) {
-  return visible ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *visible)
-                 : std::string("CUDA_VISIBLE_DEVICES unset");
-}
 
 std::optional<std::string> visible_devices_env() {
   return get_env_set(kEnvCudaVisibleDevices);
@@ -65,26 +61,16 @@ c10::Device choose_device(const DeviceRequest& request, const cluster::Env& env)
         "(--device-type cpu) or {}",
         env.rank, host_name(),
         request.cuda_built
-            ? fmt::format("CUDA sees no device ({})", describe_visible(request.visible_devices))
+            ? fmt::format("CUDA sees no device ({})",
+                          cluster::describe_visible_devices(request.visible_devices))
             : std::string("this zeus-cpp is built against a libtorch without CUDA (Debian's)"),
         request.cuda_built ? "check nvidia-smi and CUDA_VISIBLE_DEVICES"
                            : "build the `cuda` preset (PyPI's torch wheel)"));
   }
-  int index = env.local_rank;
-  if (request.cuda_device) {
-    index = *request.cuda_device;
-  } else if (request.cuda_device_count == 1 && request.visible_devices &&
-             split(*request.visible_devices, ',').size() == 1) {
-    index = 0;  // the launcher gave this worker one device of its own (zeus run --devices)
-  }
-  if (index < 0 || index >= request.cuda_device_count) {
-    throw ConfigError(fmt::format(
-        "rank {} (host {}, local rank {} of {}): needs CUDA device {} but {} device(s) are "
-        "visible ({}); run at most as many processes per node as it has GPUs, give each worker "
-        "its own with `zeus run --devices`, or train on the CPU (--device-type cpu)",
-        env.rank, host_name(), env.local_rank, env.local_world_size, index,
-        request.cuda_device_count, describe_visible(request.visible_devices)));
-  }
+  const int index = cluster::cuda_device_index({.cuda_device_count = request.cuda_device_count,
+                                                .visible_devices = request.visible_devices,
+                                                .cuda_device = request.cuda_device},
+                                               env);
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 

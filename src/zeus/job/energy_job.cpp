@@ -126,6 +126,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     return {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j};
   }
 
+  // Every rank cancels at the same step (the profiler's schedule is the same everywhere): no
+  // collective is needed, and neither the window's energy nor its record is kept.
+  void cancel_window() override { gpus_->end_window("profile"); }
+
   // --- the epoch protocol ---
   std::optional<int> next_epoch() {
     if (result_) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -138,7 +139,7 @@ Sentinel::~Sentinel() {
 void Sentinel::watch(const std::vector<pid_t>& pgids) {
   std::string line = "G";
   for (pid_t g : pgids) {
-    line += " " + std::to_string(g);
+    fmt::format_to(std::back_inserter(line), " {}", g);  // not " " + s: GCC 12 -O3 bug 105329
   }
   line += "\n";
   [[maybe_unused]] ssize_t n = ::write(pipe_.get(), line.data(), line.size());

@@ -132,11 +132,11 @@ void PowerLimitProfiler::on_step_end() {
 
 void PowerLimitProfiler::on_epoch_end() {
   // A window never straddles an epoch; if the epoch ended early (fewer steps than announced),
-  // drop the unfinished window and redo that limit in the next epoch.
+  // cancel the unfinished window and redo that limit in the next epoch.
   if (const auto* warmup = std::get_if<ps::Warmup>(&state_)) {
     state_ = ps::Ready{warmup->index};
   } else if (const auto* profiling = std::get_if<ps::Profiling>(&state_)) {
-    host_.end_window();
+    host_.cancel_window();
     state_ = ps::Ready{profiling->index};
   }
   steps_left_in_epoch_ = 0;

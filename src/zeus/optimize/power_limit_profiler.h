@@ -32,6 +32,9 @@ class ProfilerHost {
   virtual void set_power_limit_mw(int64_t limit_mw) = 0;
   virtual void begin_window() = 0;
   virtual WindowMeasurement end_window() = 0;
+  // Closes the open window without a measurement (the epoch ended inside it): nothing of it may
+  // be recorded anywhere (Zeus's end_window(cancel=True)).
+  virtual void cancel_window() = 0;
 };
 
 struct ProfilerOptions {
@@ -56,7 +59,7 @@ std::optional<std::pair<int64_t, int64_t>> fit_windows(int64_t warmup, int64_t p
 //   Ready{i} --on_step_begin, window fits in the epoch--> Warmup{i}   (sets candidate i)
 //   Warmup{i} --warmup_iters steps end--> Profiling{i}                (begins the window)
 //   Profiling{i} --profile_iters steps end--> Ready{i+1} or Done      (ends and records it)
-//   Warmup/Profiling --epoch ends early--> Ready{i}                   (the window is dropped)
+//   Warmup/Profiling --epoch ends early--> Ready{i}                   (the window is cancelled)
 //   Done: the optimal limit (or the maximum in observer mode) is set; the first eval epoch
 //   after Done is measured at it.
 namespace profiler_state {

@@ -172,7 +172,7 @@ SimGpuSet::~SimGpuSet() = default;
 std::string SimGpuSet::locator() const {
   std::string out = fmt::format("sim:{}:{}:{}", options_.gpu_model, options_.workload, batch_size_);
   if (!options_.state_path.empty()) {
-    out += "@" + options_.state_path.string();
+    out += fmt::format("@{}", options_.state_path.string());  // not "@" + s: GCC 12 -O3 bug 105329
   }
   return out;
 }
