@@ -5,17 +5,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <future>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/elastic.h"
+#include "zeus/launch/rendezvous_protocol.h"
 
 namespace zeus::launch {
 namespace {
@@ -121,27 +124,141 @@ TEST(Rendezvous, ANewcomerGrowsTheWorldBack) {
   expect_one_world(rounds, 1, 2);
 }
 
+// A raw TCP peer on loopback, speaking lines of the protocol by hand.
+struct RawPeer {
+  explicit RawPeer(int port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  bool send(const std::string& lines) const {
+    return ::send(fd.get(), lines.data(), lines.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(lines.size());
+  }
+  // The next line, or "" after `timeout`.
+  std::string line(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (buffer.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 20) > 0) {
+        char chunk[4096];
+        const ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
+        if (n <= 0) {
+          break;
+        }
+        buffer.append(chunk, static_cast<size_t>(n));
+      }
+    }
+    const size_t nl = buffer.find('\n');
+    if (nl == std::string::npos) {
+      return "";
+    }
+    std::string out = buffer.substr(0, nl);
+    buffer.erase(0, nl + 1);
+    return out;
+  }
+  UniqueFd fd;
+  bool connected = false;
+  std::string buffer;
+};
+
+const std::string kHelloAndJoin = R"({"v":1,"op":"hello","run_id":"job7"})"
+                                  "\n"
+                                  R"({"v":1,"op":"join","host":"127.0.0.1","nproc":2})"
+                                  "\n";
+
 TEST(Rendezvous, ASilentNodeIsDroppedAfterTheKeepAlive) {
   Cluster c(quick(2, 3));
-  c.options.last_call = 300ms;
   auto a = c.node(), b = c.node();
+  auto joins = std::async(std::launch::async, [&] { return join_all({a.get(), b.get()}); });
+  std::this_thread::sleep_for(150ms);  // a and b wait; the third node fills the round
   // A node that joins and then never sends a heartbeat (a machine that lost its network).
-  UniqueFd silent(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(c.server.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(silent.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string join = R"({"op":"join","run_id":"job7","host":"127.0.0.1","nproc":2,"port":1})"
-                           "\n";
-  ASSERT_EQ(::send(silent.get(), join.data(), join.size(), 0), static_cast<ssize_t>(join.size()));
-  const auto rounds = join_all({a.get(), b.get()});
+  RawPeer silent(c.server.port());
+  ASSERT_TRUE(silent.connected && silent.send(kHelloAndJoin));
+  const auto rounds = joins.get();
   EXPECT_EQ(rounds[0].nnodes, 3);
   const auto notice = a->wait_notice(5s);
   ASSERT_TRUE(notice.has_value());
   EXPECT_THAT(notice->reason, HasSubstr("sent no heartbeat for 1.0 s"));
   ASSERT_TRUE(b->wait_notice(5s).has_value());
   expect_one_world(join_all({a.get(), b.get()}), 1, 2);
+}
+
+// The workers' master port is chosen by node 0 when the round closes (it answers the server's
+// port request), not when it joined: a port taken in between no longer breaks the round.
+TEST(Rendezvous, TheMasterPortIsPickedByNodeZeroWhenTheRoundCloses) {
+  Cluster c(quick(2, 2));
+  RawPeer first(c.server.port());
+  ASSERT_TRUE(first.connected && first.send(kHelloAndJoin));
+  EXPECT_THAT(first.line(2s), HasSubstr(R"("op":"welcome")"));
+  EXPECT_THAT(first.line(2s), HasSubstr(R"("op":"waiting")"));
+  auto b = c.node();
+  auto joined = std::async(std::launch::async, [&] { return b->join(); });
+  std::string request;
+  while (request.empty()) {
+    const std::string l = first.line(5s);
+    if (l.empty()) {
+      break;
+    }
+    if (l.find("port_request") != std::string::npos) {
+      request = l;
+    }
+  }
+  ASSERT_THAT(request, HasSubstr(R"("round":0)")) << "node 0 is asked for the port at close";
+  ASSERT_TRUE(first.send(R"({"v":1,"op":"port_reply","round":0,"port":31337})"
+                         "\n"));
+  const RendezvousRound r = joined.get();
+  EXPECT_EQ(r.master_port, 31337);
+  EXPECT_EQ(r.node_rank, 1);
+  EXPECT_THAT(first.line(2s), HasSubstr(R"("master_port":31337)"));
+}
+
+// Something else holds the endpoint (a web server, a typo'd port): the node says so within
+// seconds instead of waiting the whole join_timeout.
+TEST(Rendezvous, AnEndpointThatIsNotARendezvousIsAnErrorAtOnce) {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  auto o = quick(1, 1);
+  o.join_timeout = 60s;
+  RendezvousClient a("127.0.0.1", ntohs(addr.sin_port), o, {"127.0.0.1", 1});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    a.join();
+    FAIL() << "joined a program that is not a rendezvous";
+  } catch (const TimeoutError& e) {
+    FAIL() << "waited for the join timeout: " << e.what();
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("did not answer as a zeus rendezvous"));
+    EXPECT_THAT(e.what(), HasSubstr("--rdzv-endpoint"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// A message with a missing field is refused by name, not read as a default (nproc 1 before).
+TEST(Rendezvous, AMessageMissingAFieldIsRefusedNotDefaulted) {
+  Cluster c(quick(1, 2));
+  RawPeer p(c.server.port());
+  ASSERT_TRUE(p.connected && p.send(R"({"v":1,"op":"hello","run_id":"job7"})"
+                                    "\n"
+                                    R"({"v":1,"op":"join","host":"127.0.0.1"})"
+                                    "\n"));
+  EXPECT_THAT(p.line(2s), HasSubstr("welcome"));
+  EXPECT_EQ(p.line(2s), "") << "the server closes the connection instead of a round of nproc 1";
+  EXPECT_THROW(rdzv::decode(R"({"v":1,"op":"join","host":"h"})"), DistError);
+  try {
+    rdzv::decode(R"({"v":2,"op":"join","host":"h","nproc":1})");
+    FAIL();
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("version 2 where 1 is spoken"));
+  }
 }
 
 TEST(Rendezvous, FailuresCountAgainstMaxRestartsThenTheRunIsAborted) {

@@ -12,8 +12,8 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -21,11 +21,12 @@
 #include "zeus/common/logging.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/ports.h"
+#include "zeus/launch/rendezvous_protocol.h"
+#include "zeus/launch/rendezvous_rounds.h"
 
 namespace zeus::launch {
 namespace {
 
-using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -33,15 +34,15 @@ double seconds(milliseconds d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// A TCP connection carrying newline-delimited JSON messages.
+// A TCP connection carrying one message per line (rendezvous_protocol.h).
 class Line {
  public:
   explicit Line(UniqueFd fd) : fd_(std::move(fd)) {}
   int fd() const { return fd_.get(); }
 
   // Sends one message; false when the peer is gone (the caller drops it).
-  bool send(const json& message) {
-    const std::string text = message.dump() + "\n";
+  bool send(const rdzv::Message& message) {
+    const std::string text = rdzv::encode(message) + "\n";
     size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::send(fd_.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
@@ -56,9 +57,9 @@ class Line {
     return true;
   }
 
-  // Reads what is available (the fd polled readable) and appends complete messages to `out`;
-  // false at end of stream or on an error (a malformed line counts as one).
-  bool receive(std::vector<json>& out) {
+  // Reads what is available (the fd polled readable) and appends complete lines to `out`;
+  // false at end of stream, on an error, or past kMaxLine bytes without a newline.
+  bool receive(std::vector<std::string>& out) {
     char chunk[4096];
     const ssize_t n = ::recv(fd_.get(), chunk, sizeof chunk, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
@@ -69,17 +70,14 @@ class Line {
     }
     buffer_.append(chunk, static_cast<size_t>(n));
     for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
-      json message = json::parse(buffer_.substr(0, nl), nullptr, /*allow_exceptions=*/false);
+      out.push_back(buffer_.substr(0, nl));
       buffer_.erase(0, nl + 1);
-      if (message.is_discarded() || !message.is_object() || !message.contains("op")) {
-        return false;
-      }
-      out.push_back(std::move(message));
     }
-    return buffer_.size() < (1 << 20);
+    return buffer_.size() < kMaxLine;
   }
 
  private:
+  static constexpr size_t kMaxLine = 1 << 16;
   UniqueFd fd_;
   std::string buffer_;
 };
@@ -134,18 +132,39 @@ UniqueFd listen_on(const std::string& addr, int port, int* bound_port) {
   return fd;
 }
 
-// One attempt; -1 fd when nothing listens there (yet).
-UniqueFd connect_to(const std::string& host, int port) {
+// One attempt of at most `timeout`; -1 fd (and *error set to why) when none of the host's
+// addresses accepted.
+UniqueFd connect_to(const std::string& host, int port, milliseconds timeout, std::string* error) {
   addrinfo* found = resolve(host, port, false);
   UniqueFd fd;
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (s.get() >= 0 && ::connect(s.get(), a->ai_addr, a->ai_addrlen) == 0) {
-      const int one = 1;
-      ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      fd = std::move(s);
-      break;
+    UniqueFd s(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (s.get() < 0) {
+      *error = errno_string(errno);
+      continue;
     }
+    int rc = ::connect(s.get(), a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd w{s.get(), POLLOUT, 0};
+      rc = ::poll(&w, 1, static_cast<int>(timeout.count()));
+      int so_error = ETIMEDOUT;
+      socklen_t len = sizeof so_error;
+      if (rc > 0) {
+        ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
+      }
+      rc = so_error == 0 ? 0 : -1;
+      errno = so_error;
+    }
+    if (rc != 0) {
+      *error = errno_string(errno);
+      continue;
+    }
+    ::fcntl(s.get(), F_SETFL, ::fcntl(s.get(), F_GETFL) & ~O_NONBLOCK);
+    const int one = 1;
+    ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fd = std::move(s);
+    break;
   }
   ::freeaddrinfo(found);
   return fd;
@@ -157,11 +176,8 @@ UniqueFd connect_to(const std::string& host, int port) {
 
 class RendezvousServer::Impl {
  public:
-  Impl(const std::string& addr, int port, RendezvousOptions o) : o_(std::move(o)) {
-    if (o_.min_nodes < 1 || o_.max_nodes < o_.min_nodes) {
-      throw ConfigError(
-          fmt::format("--nnodes {}:{}: MIN must be >= 1 and <= MAX", o_.min_nodes, o_.max_nodes));
-    }
+  Impl(const std::string& addr, int port, RendezvousOptions o)
+      : keeper_(o, Clock::now()), run_id_(o.run_id) {
     listen_ = listen_on(addr, port, &port_);
     int pipe_fds[2];
     check_posix(::pipe2(pipe_fds, O_CLOEXEC), "pipe", "rendezvous");
@@ -185,221 +201,71 @@ class RendezvousServer::Impl {
   }
 
  private:
-  struct Peer {
-    explicit Peer(UniqueFd fd) : line(std::move(fd)) {}
-    Line line;
-    std::string host;
-    int nproc = 0;
-    int port = 0;
-    bool waiting = false;  // joined the next round
-    bool member = false;   // in the running round
-    bool done = false;
-    bool silent = false;  // dropped for its missing heartbeats
-    int node_rank = -1;
-    Clock::time_point last_seen = Clock::now();
-    Clock::time_point joined_at;
-  };
-
+  // The shell: sockets in, decoded messages and the time to the keeper, its actions out.
   void serve() {
     while (!stop_) {
       std::vector<pollfd> fds{{listen_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-      for (const auto& p : peers_) {
-        fds.push_back({p->line.fd(), POLLIN, 0});
+      std::vector<PeerId> ids;
+      for (const auto& [id, line] : lines_) {
+        fds.push_back({line->fd(), POLLIN, 0});
+        ids.push_back(id);
       }
       ::poll(fds.data(), fds.size(), 20);
       if (fds[0].revents & POLLIN) {
         UniqueFd client(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
         if (client.get() >= 0) {
-          peers_.push_back(std::make_unique<Peer>(std::move(client)));
+          const PeerId id = next_id_++;
+          lines_[id] = std::make_unique<Line>(std::move(client));
+          apply(keeper_.connected(id, Clock::now()));
         }
       }
-      // Handle input; peers that went away are dropped after the scan.
-      std::vector<Peer*> gone;
       for (size_t i = 2; i < fds.size(); ++i) {
-        Peer* p = peers_[i - 2].get();
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        const PeerId id = ids[i - 2];
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)) || lines_.count(id) == 0) {
           continue;
         }
-        std::vector<json> messages;
-        const bool open = p->line.receive(messages);
-        for (const auto& m : messages) {
-          handle(*p, m);
+        std::vector<std::string> received;
+        const bool open = lines_.at(id)->receive(received);
+        for (const auto& text : received) {
+          if (lines_.count(id) == 0) {
+            break;  // closed by an earlier message's action
+          }
+          try {
+            const rdzv::Message m = rdzv::decode(text);
+            apply(keeper_.received(id, m, Clock::now()));
+          } catch (const DistError& e) {
+            apply(keeper_.malformed(id, e.what(), Clock::now()));
+          }
         }
-        if (!open) {
-          gone.push_back(p);
+        if (!open && lines_.erase(id) != 0) {
+          apply(keeper_.disconnected(id, Clock::now()));
         }
       }
-      const auto now = Clock::now();
-      for (const auto& p : peers_) {
-        if (now - p->last_seen > o_.keep_alive &&
-            std::find(gone.begin(), gone.end(), p.get()) == gone.end()) {
-          gone.push_back(p.get());
-          p->silent = true;
-        }
-      }
-      for (Peer* p : gone) {
-        drop(p);
-      }
-      maybe_close_round();
+      apply(keeper_.tick(Clock::now()));
+      over_ = keeper_.over();
     }
   }
 
-  void handle(Peer& p, const json& m) {
-    p.last_seen = Clock::now();
-    const std::string op = m.value("op", "");
-    if (op == "join") {
-      if (m.value("run_id", "") != o_.run_id) {
-        p.line.send({{"op", "error"},
-                     {"reason", fmt::format("this endpoint serves rendezvous id '{}', not '{}'; "
-                                            "give every node the same --rdzv-id",
-                                            o_.run_id, m.value("run_id", ""))}});
-        return;
+  void apply(const RdzvActions& actions) {
+    std::vector<PeerId> gone;
+    for (const auto& s : actions.send) {
+      const auto it = lines_.find(s.to);
+      if (it != lines_.end() && !it->second->send(s.message)) {
+        gone.push_back(s.to);
       }
-      if (aborted_) {
-        p.line.send({{"op", "abort"}, {"reason", abort_reason_}});
-        return;
-      }
-      p.host = m.value("host", "");
-      p.nproc = m.value("nproc", 1);
-      p.port = m.value("port", 0);
-      p.waiting = true;
-      p.member = false;
-      p.done = false;
-      p.joined_at = Clock::now();
-      last_join_ = p.joined_at;
-      if (running_ && members() < o_.max_nodes) {
-        end_round(fmt::format("node {} joined", p.host), /*failure=*/false);
-      }
-      tell_waiting();
-    } else if (op == "failed" && p.member) {
-      ++failures_;
-      const std::string why = fmt::format("node {} ({}): {}", p.node_rank, p.host,
-                                          m.value("reason", "its workers failed"));
-      if (failures_ > o_.max_restarts) {
-        abort_all(fmt::format("{}; {} failure(s) exceed --max-restarts {}", why, failures_,
-                              o_.max_restarts));
-      } else {
-        end_round(why, /*failure=*/true);
-      }
-    } else if (op == "done" && p.member) {
-      p.done = true;
-      if (std::all_of(peers_.begin(), peers_.end(),
-                      [](const auto& q) { return !q->member || q->done; })) {
-        running_ = false;  // the run is over; nothing more to form
-        finished_ = true;
-        over_ = true;
+    }
+    for (PeerId id : actions.close) {
+      lines_.erase(id);
+    }
+    for (PeerId id : gone) {
+      if (lines_.erase(id) != 0) {
+        apply(keeper_.disconnected(id, Clock::now()));
       }
     }
   }
 
-  int members() const {
-    return static_cast<int>(
-        std::count_if(peers_.begin(), peers_.end(), [](const auto& p) { return p->member; }));
-  }
-
-  void tell_waiting() {
-    const int n = waiting_count();
-    for (const auto& p : peers_) {
-      if (p->waiting) {
-        p->line.send(
-            {{"op", "waiting"}, {"joined", n}, {"min", o_.min_nodes}, {"max", o_.max_nodes}});
-      }
-    }
-  }
-  int waiting_count() const {
-    return static_cast<int>(
-        std::count_if(peers_.begin(), peers_.end(), [](const auto& p) { return p->waiting; }));
-  }
-
-  void drop(Peer* p) {
-    const bool silent = p->silent;
-    const bool was_member = p->member && running_ && !p->done;
-    const std::string who = fmt::format("node {} ({})", p->node_rank, p->host);
-    p->member = false;
-    peers_.erase(
-        std::find_if(peers_.begin(), peers_.end(), [p](const auto& q) { return q.get() == p; }));
-    if (was_member) {
-      end_round(
-          fmt::format("{} {}", who,
-                      silent ? fmt::format("sent no heartbeat for {:.1f} s", seconds(o_.keep_alive))
-                             : std::string("left")),
-          /*failure=*/false);
-    } else {
-      tell_waiting();
-    }
-  }
-
-  void end_round(const std::string& reason, bool failure) {
-    logger().warn(
-        "rendezvous '{}': round {} ends: {}{}", o_.run_id, round_ - 1, reason,
-        failure ? fmt::format(" (failure {} of {} tolerated)", failures_, o_.max_restarts) : "");
-    for (const auto& p : peers_) {
-      if (p->member) {
-        p->member = false;
-        p->line.send({{"op", "restart"}, {"reason", reason}});
-      }
-    }
-    running_ = false;
-  }
-
-  void abort_all(const std::string& reason) {
-    aborted_ = true;
-    over_ = true;
-    abort_reason_ = reason;
-    for (const auto& p : peers_) {
-      p->member = p->waiting = false;
-      p->line.send({{"op", "abort"}, {"reason", reason}});
-    }
-    running_ = false;
-  }
-
-  void maybe_close_round() {
-    if (running_ || aborted_ || finished_) {
-      return;
-    }
-    const int n = waiting_count();
-    const bool full = n >= o_.max_nodes;
-    const bool last_call = n >= o_.min_nodes && Clock::now() - last_join_ >= o_.last_call;
-    if (!full && !last_call) {
-      return;
-    }
-    // In the order they joined, at most MAX: later ones wait for the next round.
-    std::vector<Peer*> nodes;
-    for (const auto& p : peers_) {
-      if (p->waiting) {
-        nodes.push_back(p.get());
-      }
-    }
-    std::stable_sort(nodes.begin(), nodes.end(),
-                     [](const Peer* a, const Peer* b) { return a->joined_at < b->joined_at; });
-    nodes.resize(std::min<size_t>(nodes.size(), static_cast<size_t>(o_.max_nodes)));
-    int world = 0;
-    for (const Peer* p : nodes) {
-      world += p->nproc;
-    }
-    int first = 0;
-    for (size_t r = 0; r < nodes.size(); ++r) {
-      Peer* p = nodes[r];
-      p->waiting = false;
-      p->member = true;
-      p->node_rank = static_cast<int>(r);
-      p->line.send({{"op", "round"},
-                    {"round", round_},
-                    {"node_rank", r},
-                    {"nnodes", nodes.size()},
-                    {"world_size", world},
-                    {"first_rank", first},
-                    {"master_addr", nodes[0]->host},
-                    {"master_port", nodes[0]->port}});
-      first += p->nproc;
-    }
-    logger().info("rendezvous '{}': round {} closed with {} node(s), world size {}", o_.run_id,
-                  round_, nodes.size(), world);
-    ++round_;
-    running_ = true;
-  }
-
-  RendezvousOptions o_;
+  RoundKeeper keeper_;
+  std::string run_id_;
   UniqueFd listen_;
   UniqueFd wake_read_;
   UniqueFd wake_write_;
@@ -408,14 +274,8 @@ class RendezvousServer::Impl {
   std::atomic<bool> over_{false};  // finished or aborted: read by wait_finished()
   std::thread thread_;
   // Touched by the serving thread only.
-  std::vector<std::unique_ptr<Peer>> peers_;
-  Clock::time_point last_join_ = Clock::now();
-  int round_ = 0;
-  int failures_ = 0;
-  bool running_ = false;
-  bool aborted_ = false;
-  bool finished_ = false;
-  std::string abort_reason_;
+  std::map<PeerId, std::unique_ptr<Line>> lines_;
+  PeerId next_id_ = 1;
 };
 
 RendezvousServer::RendezvousServer(const std::string& bind_addr, int port,
@@ -449,11 +309,7 @@ class RendezvousClient::Impl {
   RendezvousRound join() {
     const auto deadline = Clock::now() + o_.join_timeout;
     connect(deadline);
-    send({{"op", "join"},
-          {"run_id", o_.run_id},
-          {"host", node_.host},
-          {"nproc", node_.nproc},
-          {"port", pick_free_port(node_.host)}});
+    send(rdzv::Join{node_.host, node_.nproc});
     int joined = 0;
     for (;;) {
       const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
@@ -464,23 +320,18 @@ class RendezvousClient::Impl {
                         "--rdzv-endpoint and --rdzv-id, or lower MIN in --nnodes",
                         o_.run_id, host_, port_, joined, o_.min_nodes, seconds(o_.join_timeout)));
       }
-      for (const json& m : read(left)) {
-        const std::string op = m.value("op", "");
-        if (op == "waiting") {
-          joined = m.value("joined", 0);
-        } else if (op == "round") {
-          RendezvousRound r;
-          r.round = m.value("round", 0);
-          r.node_rank = m.value("node_rank", 0);
-          r.nnodes = m.value("nnodes", 1);
-          r.world_size = m.value("world_size", 1);
-          r.first_rank = m.value("first_rank", 0);
-          r.master_addr = m.value("master_addr", "");
-          r.master_port = m.value("master_port", 0);
-          return r;
-        } else if (op == "abort" || op == "error") {
-          throw DistError(fmt::format("rendezvous '{}' at {}:{}: {}", o_.run_id, host_, port_,
-                                      m.value("reason", op)));
+      for (const rdzv::Message& m : read(left)) {
+        if (const auto* w = std::get_if<rdzv::Waiting>(&m)) {
+          joined = w->joined;
+        } else if (const auto* request = std::get_if<rdzv::PortRequest>(&m)) {
+          // This node hosts the workers' store: a port free now, as the round closes.
+          send(rdzv::PortReply{request->round, pick_free_port(node_.host)});
+        } else if (const auto* r = std::get_if<rdzv::Round>(&m)) {
+          return RendezvousRound{r->round,      r->node_rank,   r->nnodes,     r->world_size,
+                                 r->first_rank, r->master_addr, r->master_port};
+        } else if (const auto* a = std::get_if<rdzv::Abort>(&m)) {
+          throw DistError(
+              fmt::format("rendezvous '{}' at {}:{}: {}", o_.run_id, host_, port_, a->reason));
         }
       }
     }
@@ -489,56 +340,98 @@ class RendezvousClient::Impl {
   std::optional<RendezvousNotice> wait_notice(milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     do {
-      std::vector<json> messages;
+      std::vector<rdzv::Message> messages;
       try {
         messages = read(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
       } catch (const DistError& e) {
         return RendezvousNotice{RendezvousNotice::Kind::kAbort, e.what()};
       }
-      for (const json& m : messages) {
-        const std::string op = m.value("op", "");
-        if (op == "restart") {
-          return RendezvousNotice{RendezvousNotice::Kind::kRestart, m.value("reason", "")};
+      for (const rdzv::Message& m : messages) {
+        if (const auto* r = std::get_if<rdzv::Restart>(&m)) {
+          return RendezvousNotice{RendezvousNotice::Kind::kRestart, r->reason};
         }
-        if (op == "abort") {
-          return RendezvousNotice{RendezvousNotice::Kind::kAbort, m.value("reason", "")};
+        if (const auto* a = std::get_if<rdzv::Abort>(&m)) {
+          return RendezvousNotice{RendezvousNotice::Kind::kAbort, a->reason};
         }
       }
     } while (Clock::now() < deadline);
     return std::nullopt;
   }
 
-  void report(const char* op, const std::string& why) { send({{"op", op}, {"reason", why}}); }
+  void report_failure(const std::string& why) { send(rdzv::Failed{why}); }
+  void report_done() { send(rdzv::Done{}); }
   int fd() const { return line_ ? line_->fd() : -1; }
 
  private:
+  // Connects (retrying while nothing listens: the endpoint's launcher may start later, and
+  // says so every kWaitNote), then the handshake: an endpoint that accepts but does not answer
+  // as a rendezvous of this run is an error at once, not a wait of the whole join_timeout.
   void connect(Clock::time_point deadline) {
     if (line_) {
       return;
     }
+    constexpr milliseconds kAttempt{2'000};
+    constexpr milliseconds kWaitNote{10'000};
+    auto next_note = Clock::now() + kWaitNote;
+    std::string why;
     for (;;) {
-      UniqueFd fd = connect_to(host_, port_);
+      UniqueFd fd = connect_to(host_, port_, kAttempt, &why);
       if (fd.get() >= 0) {
         line_ = std::make_unique<Line>(std::move(fd));
         break;
       }
       if (Clock::now() >= deadline) {
         throw TimeoutError(fmt::format(
-            "rendezvous '{}': nothing listens on {}:{} within join_timeout {:.1f} s; start the "
-            "zeus run of the endpoint's host (it serves the rendezvous) or fix --rdzv-endpoint",
-            o_.run_id, host_, port_, seconds(o_.join_timeout)));
+            "rendezvous '{}': nothing listens on {}:{} within join_timeout {:.1f} s ({}); start "
+            "the zeus run of the endpoint's host (it serves the rendezvous) or fix "
+            "--rdzv-endpoint",
+            o_.run_id, host_, port_, seconds(o_.join_timeout), why));
+      }
+      if (Clock::now() >= next_note) {
+        logger().warn(
+            "rendezvous '{}': still no answer from {}:{} ({}); waiting up to "
+            "join_timeout {:.1f} s for the zeus run there",
+            o_.run_id, host_, port_, why, seconds(o_.join_timeout));
+        next_note += kWaitNote;
       }
       std::this_thread::sleep_for(milliseconds(50));
     }
+    handshake(std::min(deadline, Clock::now() + kHandshake));
     heartbeat_ = std::thread([this] {
       std::unique_lock lock(mu_);
       while (!cv_.wait_for(lock, o_.heartbeat, [this] { return stop_; })) {
-        line_->send({{"op", "heartbeat"}});
+        line_->send(rdzv::Heartbeat{});
       }
     });
   }
 
-  void send(const json& m) {
+  void handshake(Clock::time_point deadline) {
+    send(rdzv::Hello{o_.run_id});
+    for (;;) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left <= milliseconds(0)) {
+        line_.reset();
+        throw DistError(fmt::format(
+            "rendezvous '{}': {}:{} accepted the connection but did not answer as a zeus "
+            "rendezvous within {:.1f} s; --rdzv-endpoint points at another program (use the "
+            "host and port of the node whose zeus run serves the rendezvous)",
+            o_.run_id, host_, port_, seconds(kHandshake)));
+      }
+      for (const rdzv::Message& m : read(left)) {
+        if (std::holds_alternative<rdzv::Welcome>(m)) {
+          return;
+        }
+        if (const auto* r = std::get_if<rdzv::Refused>(&m)) {
+          throw DistError(
+              fmt::format("rendezvous '{}' at {}:{}: {}", o_.run_id, host_, port_, r->reason));
+        }
+        throw DistError(fmt::format("rendezvous '{}': {}:{} answered the hello with '{}'",
+                                    o_.run_id, host_, port_, rdzv::op_name(m)));
+      }
+    }
+  }
+
+  void send(const rdzv::Message& m) {
     std::lock_guard lock(mu_);
     if (!line_->send(m)) {
       throw DistError(
@@ -549,20 +442,32 @@ class RendezvousClient::Impl {
   }
 
   // Messages that arrive within `timeout` (possibly none). Throws DistError when the endpoint
-  // closed the connection.
-  std::vector<json> read(milliseconds timeout) {
+  // closed the connection or sent something that is not a message of this protocol.
+  std::vector<rdzv::Message> read(milliseconds timeout) {
     pollfd p{line_->fd(), POLLIN, 0};
-    std::vector<json> out;
+    std::vector<std::string> lines;
     const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, timeout.count())));
-    if (rc > 0 && !line_->receive(out)) {
-      throw DistError(
-          fmt::format("rendezvous '{}': the endpoint {}:{} went away (its zeus run "
-                      "ended)",
-                      o_.run_id, host_, port_));
+    if (rc > 0 && !line_->receive(lines)) {
+      throw DistError(fmt::format(
+          "rendezvous '{}': the endpoint {}:{} closed the connection (its zeus run ended, or it "
+          "is not a zeus rendezvous)",
+          o_.run_id, host_, port_));
+    }
+    std::vector<rdzv::Message> out;
+    for (const auto& text : lines) {
+      try {
+        out.push_back(rdzv::decode(text));
+      } catch (const DistError& e) {
+        throw DistError(
+            fmt::format("rendezvous '{}': {}:{} does not speak the zeus rendezvous "
+                        "protocol: {}",
+                        o_.run_id, host_, port_, e.what()));
+      }
     }
     return out;
   }
 
+  static constexpr milliseconds kHandshake{5'000};
   std::string host_;
   int port_;
   RendezvousOptions o_;
@@ -586,10 +491,10 @@ std::optional<RendezvousNotice> RendezvousClient::wait_notice(milliseconds timeo
   return impl_->wait_notice(timeout);
 }
 void RendezvousClient::report_failure(const std::string& why) {
-  impl_->report("failed", why);
+  impl_->report_failure(why);
 }
 void RendezvousClient::report_done() {
-  impl_->report("done", "");
+  impl_->report_done();
 }
 int RendezvousClient::fd() const {
   return impl_->fd();
