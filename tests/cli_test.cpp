@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "support/test_support.h"
 
@@ -202,12 +203,22 @@ TEST_F(CliTest, CtrlCEndsCleanlyWithCompleteFile) {
 TEST_F(CliTest, GpuLostMidRunReportsAndExits1) {
   test::ScopedEnv reset("ZEUS_NVML_LIBRARY", std::nullopt);
   test::FakeNvml fake(test::four_a40s());
-  fake.set_fault("lost_after_calls", 16 + 4 + 4 * 5);  // construction, counters, five samples
-  const auto r = zeus({"monitor", "--device", "nvml", "--interval", "10ms", "--duration", "5s"});
+  const auto lost = dir_ / "lost";
+  fake.set_fault("lost_when_exists", lost.string());
+  // The GPU falls off the bus 0.5 s into a 20 s run.
+  std::thread loser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::ofstream(lost) << "";
+  });
+  const auto r = zeus({"monitor", "--device", "nvml", "--interval", "10ms", "--duration", "20s"});
+  loser.join();
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("GPU is lost"));
-  EXPECT_THAT(r.out, HasSubstr("5 samples"));
-  EXPECT_THAT(r.out, HasSubstr("power samples (trapezoid)"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"((\d+) samples)"))) << r.out;
+  EXPECT_GE(std::stoi(m[1]), 10) << "the samples of the first 0.5 s are reported";
+  EXPECT_THAT(r.out, HasSubstr("power samples (trapezoid)"))
+      << "no counter at the end: the energy comes from the samples taken";
 }
 
 TEST_F(CliTest, LiveLineOnlyOnATty) {

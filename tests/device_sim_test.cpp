@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -42,17 +43,33 @@ TEST(ParseSimSpec, DefaultsAndFields) {
 }
 
 TEST(ParseSimSpec, RejectsBadSpecsWithTheGrammar) {
-  for (const char* bad : {"sim:", "sim:h100", "sim:v100:mnist", "sim:v100:imagenet:0",
-                          "sim:v100:imagenet:12x", "sim:v100:a:b:c", "sim:v100@"}) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"sim:", "no GPU model after 'sim:'"},
+      {"sim:h100", "unknown simulated GPU 'h100'; choose a40, p100, rtx6000 or v100"},
+      {"sim:v100:mnist", "unknown workload 'mnist'; the traces have: "},
+      {"sim:v100:imagenet:0", "batch size '0' is not a positive integer"},
+      {"sim:v100:imagenet:12x", "batch size '12x' is not a positive integer"},
+      {"sim:v100:a:b:c", "4 fields where at most 3 (gpu, workload, batch size) go"},
+      {"sim:v100@", "empty state file after '@'"},
+      {"v100", "does not start with 'sim:'"}};
+  for (const auto& [bad, why] : cases) {
     try {
       parse_sim_spec(bad);
-      ADD_FAILURE() << bad;
+      ADD_FAILURE() << bad << " was accepted";
     } catch (const ConfigError& e) {
-      SUCCEED() << e.what();
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("device '{}': {}", bad, why))) << bad;
+      EXPECT_THAT(e.what(), HasSubstr("expected sim:<gpu>[:<workload>[:<batch size>]][@<state "
+                                      "file>], e.g. sim:v100"))
+          << bad;
     }
   }
   test::ScopedEnv gpus("ZEUS_SIM_GPUS", "0");
-  EXPECT_THROW(parse_sim_spec("sim:v100"), ConfigError);
+  try {
+    parse_sim_spec("sim:v100");
+    ADD_FAILURE() << "ZEUS_SIM_GPUS=0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ZEUS_SIM_GPUS='0' must be an integer in 1-"));
+  }
 }
 
 TEST(SimGpuSet, ConstraintsComeFromTheTraces) {

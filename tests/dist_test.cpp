@@ -1,5 +1,6 @@
 // The distributed runtime: the sampler (pure), a single-process context, and real multi-process
 // jobs of 2 and 4 ranks on 127.0.0.1, including a peer that dies.
+#include <ATen/Functions.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
+#include "zeus/dist/backend.h"
 #include "zeus/dist/context.h"
 #include "zeus/dist/distributed_sampler.h"
 
@@ -106,6 +108,26 @@ TEST(Context, SingleProcessNeedsNoStore) {
 
 std::vector<test::RankRun> run_job(const std::string& scenario, int world) {
   return test::run_ranks({ZEUS_DIST_WORKER_PATH, scenario}, world);
+}
+
+// A broadcast from a rank that is not in the world is the caller's bug, said as such, not a
+// c10d error dressed as "a peer rank probably died".
+TEST(Backend, ABroadcastFromAMissingRootIsRefusedByName) {
+  cluster::Env env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = test::free_port();
+  Backend gloo(env, {.store_timeout = std::chrono::seconds(20),
+                     .collective_timeout = std::chrono::seconds(20),
+                     .kind = BackendKind::kGloo});
+  std::vector<at::Tensor> t{at::arange(4)};
+  gloo.broadcast(t, 0);
+  try {
+    gloo.broadcast(t, 1);
+    FAIL() << "broadcast from rank 1 of a world of one";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("broadcast from rank 1, which is not a rank of this "
+                                               "world of 1"));
+  }
 }
 
 TEST(MultiProcess, CollectivesOnTwoAndFourRanks) {

@@ -56,9 +56,12 @@ TEST(Gpu, TheRuntimesUuidIsOneOfNvmlsGpus) {
       << "NVML and CUDA name the same GPU";
 }
 
-// NCCL in a world of one (one GPU cannot hold two NCCL ranks): every collective of the backend,
-// on CUDA tensors, with the ordering contract of start_all_reduce_sum().
-TEST(Gpu, NcclCollectivesOnAWorldOfOne) {
+// NCCL in a world of one, what one GPU can show: the group is NCCL (not a silent Gloo), every
+// collective runs and leaves random data bit for bit as it was (a wrongly laid out ncclConfig_t,
+// trap 3, corrupts memory), a background reduction is ordered before later work on the stream,
+// and a root that does not exist is refused by name. Sums across ranks need two GPUs: NCCL
+// refuses two ranks on one device (GradientSyncOverNcclOnTwoGpus).
+TEST(Gpu, NcclOnAWorldOfOneKeepsDataIntactAndRefusesAMissingRoot) {
   ZEUS_NEEDS_GPU(1);
   cluster::Env env;
   env.master_addr = "127.0.0.1";
@@ -67,17 +70,27 @@ TEST(Gpu, NcclCollectivesOnAWorldOfOne) {
                      .collective_timeout = std::chrono::seconds(20),
                      .kind = BackendKind::kNccl,
                      .cuda_device = 0});
+  ASSERT_EQ(nccl.kind(), BackendKind::kNccl);
   const auto opts = at::TensorOptions().device(at::kCUDA, 0);
-  std::vector<at::Tensor> t{at::arange(6, opts.dtype(at::kFloat))};
+  const at::Tensor original = at::randn({4099}, opts.dtype(at::kFloat));
+  std::vector<at::Tensor> t{original.clone()};
   nccl.all_reduce_sum(t);
-  EXPECT_EQ(t[0].sum().item<float>(), 15.0f);
+  EXPECT_TRUE(at::equal(t[0], original)) << "all_reduce over one rank changed the data";
   nccl.broadcast(t, 0);
+  EXPECT_TRUE(at::equal(t[0], original)) << "broadcast from the only rank changed the data";
+  EXPECT_EQ(t[0].device(), c10::Device(c10::kCUDA, 0));
   nccl.barrier();
   std::vector<at::Tensor> big{at::ones({1 << 20}, opts)};
   auto pending = nccl.start_all_reduce_sum(big);
   pending->wait();  // orders the reduction before the next work on this stream
   big[0].mul_(2);
   EXPECT_EQ(big[0].sum().item<float>(), 2.0f * (1 << 20));
+  try {
+    nccl.broadcast(t, 1);
+    FAIL() << "broadcast from rank 1 of a world of one";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("broadcast from rank 1, which is not a rank"));
+  }
 }
 
 // Two ranks sharing cuda:0 over Gloo (CUDA tensors): replicas equal one process trained on the

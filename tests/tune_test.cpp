@@ -141,90 +141,119 @@ TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
   EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tries.size());
 }
 
-TEST(ZeusTune, BadInputExitsTwoWithoutRunning) {
+TEST(ZeusTune, ADefaultBatchSizeOutsideTheListExitsTwoWithoutRunning) {
   Fixture f;
   const fs::path log = f.dir / "bad";
   auto argv = f.tune_argv(log, 2);
   argv[5] = "48";  // --default-batch-size not in the list
-  auto r = test::run_process(argv);
+  const auto r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("48"));
   EXPECT_FALSE(fs::exists(log / "calls.log"));
+}
 
-  r = test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
-                         "64", "--log-dir", log.string()});
+TEST(ZeusTune, NoCommandExitsTwo) {
+  Fixture f;
+  const auto r =
+      test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
+                         "64", "--log-dir", (f.dir / "bad").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("no command"));
+}
 
-  // A directory holding another tune run is not resumed with other options.
+TEST(ZeusTune, ALogDirOfAnotherTuneRunIsNotResumedWithOtherOptions) {
+  Fixture f;
+  const fs::path log = f.dir / "other";
   ASSERT_EQ(test::run_process(f.tune_argv(log, 1)).exit_code, 0);
-  argv = f.tune_argv(log, 1);
+  auto argv = f.tune_argv(log, 1);
   argv[3] = "32,64,128";
-  r = test::run_process(argv);
+  const auto r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("other options"));
+}
 
-  // A command that writes no result stops the tuner with a message; nothing is recorded.
-  r = test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
+TEST(ZeusTune, ACommandThatWritesNoResultStopsTheTunerAndRecordsNothing) {
+  Fixture f;
+  const auto r =
+      test::run_process({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size",
                          "64", "--log-dir", (f.dir / "none").string(), "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("wrote 0 train results"));
   EXPECT_TRUE(tune::read_tries(f.dir / "none" / tune::kTriesFileName).empty());
 }
 
-TEST(ZeusTune, LeanPolicyIsRecordedCapsDownwardTriesAndIsNotResumedAsZeus) {
+// --policy lean --lean gamma=0 over `recurrences` recurrences into `log`.
+std::vector<std::string> lean_argv(const Fixture& f, const fs::path& log, int recurrences) {
+  auto argv = f.tune_argv(log, recurrences);
+  argv.insert(argv.begin() + 2, {"--policy", "lean", "--lean", "gamma=0"});
+  return argv;
+}
+
+std::string lean_label() {
+  return fmt::format("lean ({})", optimize::to_string(optimize::parse_lean_options("gamma=0")));
+}
+
+TEST(ZeusTune, LeanPolicyIsRecordedAndCapsDownwardTries) {
   Fixture f;
   const fs::path log = f.dir / "lean";
-  auto argv = f.tune_argv(log, 2);
-  argv.insert(argv.begin() + 2, {"--policy", "lean", "--lean", "gamma=0"});
-  auto r = test::run_process(argv);
+  const auto r = test::run_process(lean_argv(f, log, 2));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const optimize::LeanOptions knobs = optimize::parse_lean_options("gamma=0");
-  const std::string label = fmt::format("lean ({})", optimize::to_string(knobs));
-  EXPECT_THAT(r.out, HasSubstr("policy " + label));
+  EXPECT_THAT(r.out, HasSubstr("policy " + lean_label()));
   const auto tries = tune::read_tries(log / tune::kTriesFileName);
   ASSERT_GE(tries.size(), 2u);
   for (const auto& t : tries) {
-    EXPECT_EQ(t.policy, label);
+    EXPECT_EQ(t.policy, lean_label());
   }
   // The fake trainer reports 2 epochs; the downward try after b0 (32) gets ceil(cap x 2).
-  const int cap = static_cast<int>(std::ceil(knobs.cap * 2));
+  const int cap = static_cast<int>(std::ceil(optimize::parse_lean_options("gamma=0").cap * 2));
   EXPECT_EQ(tries[1].batch_size, 32);
   EXPECT_EQ(tries[1].epoch_cap, cap);
   const std::string calls = read_file(log / "calls.log");
   EXPECT_THAT(calls,
               HasSubstr(fmt::format("bs=32 threshold=200 eta=0.5 job=rec001+try0 cap={}", cap)));
   EXPECT_THAT(calls, HasSubstr("bs=64 threshold=inf eta=0.5 job=rec000+try0 cap=\n"));
+}
 
-  // The same log dir under zeus (or lean with other knobs) is refused, naming how to resume.
-  r = test::run_process(f.tune_argv(log, 3));
+// The same log dir under zeus, or lean with other knobs, is refused, naming how to resume.
+TEST(ZeusTune, ALogDirTunedUnderLeanIsNotResumedUnderAnotherPolicy) {
+  Fixture f;
+  const fs::path log = f.dir / "lean";
+  ASSERT_EQ(test::run_process(lean_argv(f, log, 2)).exit_code, 0);
+  const size_t tried = tune::read_tries(log / tune::kTriesFileName).size();
+  auto r = test::run_process(f.tune_argv(log, 3));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("was tuned under policy " + label + ", not zeus"));
-  EXPECT_THAT(r.err, HasSubstr("--policy lean --lean " + optimize::to_string(knobs)));
-  argv = f.tune_argv(log, 3);
+  EXPECT_THAT(r.err, HasSubstr("was tuned under policy " + lean_label() + ", not zeus"));
+  EXPECT_THAT(r.err, HasSubstr("--policy lean --lean " +
+                               optimize::to_string(optimize::parse_lean_options("gamma=0"))));
+  auto argv = f.tune_argv(log, 3);
   argv.insert(argv.begin() + 2, {"--policy", "lean"});
   r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("was tuned under policy"));
-  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tries.size()) << "nothing ran";
+  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tried) << "nothing ran";
+}
 
-  // A tune.json from before policies holds a zeus run: it resumes under zeus only.
+// A tune.json from before policies holds a zeus run: it resumes under zeus only.
+TEST(ZeusTune, ATuneLogFromBeforePoliciesResumesUnderZeusOnly) {
+  Fixture f;
   const fs::path old = f.dir / "old";
   ASSERT_EQ(test::run_process(f.tune_argv(old, 1)).exit_code, 0);
   auto saved = nlohmann::json::parse(read_file(old / tune::kOptionsFileName));
   saved.erase("policy");
   write_file_atomic(old / tune::kOptionsFileName, saved.dump());
   EXPECT_EQ(test::run_process(f.tune_argv(old, 2)).exit_code, 0);
-  argv = f.tune_argv(old, 3);
+  auto argv = f.tune_argv(old, 3);
   argv.insert(argv.begin() + 2, {"--policy", "lean"});
-  r = test::run_process(argv);
+  const auto r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("was tuned under policy zeus, not lean"));
+}
 
-  // Knobs without the policy, and an unknown policy, are errors before anything runs.
-  argv = f.tune_argv(f.dir / "bad", 1);
+TEST(ZeusTune, LeanKnobsWithoutThePolicyAndAnUnknownPolicyAreRefusedBeforeRunning) {
+  Fixture f;
+  auto argv = f.tune_argv(f.dir / "bad", 1);
   argv.insert(argv.begin() + 2, {"--lean", "cap=2"});
-  r = test::run_process(argv);
+  auto r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("add --policy lean"));
   argv = f.tune_argv(f.dir / "bad", 1);

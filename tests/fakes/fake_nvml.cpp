@@ -3,14 +3,17 @@
 //   {"gpus": [{"name", "uuid", "power_mw", "energy_mj", "limit_mw", "min_limit_mw",
 //              "max_limit_mw", "default_limit_mw", "instant_power", "energy_counter",
 //              "mig_uuids": ["MIG-..."]}],
-//    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1},
+//    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1,
+//               "lost_when_exists": ""},
 //    "limit_history": [{"gpu": 0, "limit_mw": 150000, "pid": 123}]}
 // The state is read at the first nvmlInit (later ones only count, as NVML's do, until as many
 // nvmlShutdown calls). Every successful limit set is written back (current limit and
 // an appended history entry) under a lock file, so a test can assert, after the process that
 // set limits is gone, which limits were set and restored. Energy grows at power_mw from init.
 // Faults: init_error (nvmlInit returns it), set_no_permission (sets return NO_PERMISSION),
-// lost_after_calls (device calls after that many return GPU_IS_LOST). Built twice: in full, and
+// lost_after_calls (device calls after that many return GPU_IS_LOST), lost_when_exists (device
+// calls return GPU_IS_LOST once that file exists: a test loses the GPU when it chooses, without
+// counting how many calls zeus-cpp makes). Built twice: in full, and
 // with FAKE_NVML_MINIMAL (only unversioned names, no energy counter, no field values) for the
 // "missing optional symbol" paths. Nothing throws across the C ABI.
 #include <fcntl.h>
@@ -66,6 +69,10 @@ nvmlReturn_t enter(nvmlDevice_t device, size_t* index) {
   const long lost_after = f.state["faults"].value("lost_after_calls", -1L);
   const long calls = ++f.device_calls;
   if (lost_after >= 0 && calls > lost_after) {
+    return NVML_ERROR_GPU_IS_LOST;
+  }
+  const std::string lost_flag = f.state["faults"].value("lost_when_exists", "");
+  if (!lost_flag.empty() && ::access(lost_flag.c_str(), F_OK) == 0) {
     return NVML_ERROR_GPU_IS_LOST;
   }
   *index = i - 1;

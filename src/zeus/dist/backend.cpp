@@ -196,6 +196,12 @@ void Backend::barrier() {
 }
 
 void Backend::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  if (root < 0 || root >= impl_->env.world_size) {
+    throw ConfigError(
+        fmt::format("{}: broadcast from rank {}, which is not a rank of this world "
+                    "of {}; this is a bug in the caller",
+                    impl_->where(), root, impl_->env.world_size));
+  }
   c10d::BroadcastOptions options;
   options.rootRank = root;
   impl_->run("broadcast", [&] { return impl_->group->broadcast(tensors, options); });

@@ -55,7 +55,7 @@ class Backend {
   BackendKind kind() const;
 
   void barrier();
-  // In place: every tensor becomes root's.
+  // In place: every tensor becomes root's. ConfigError when root is not a rank of the world.
   void broadcast(std::vector<at::Tensor>& tensors, int root);
   // In place: every tensor becomes the sum over ranks.
   void all_reduce_sum(std::vector<at::Tensor>& tensors);

@@ -82,14 +82,23 @@ SimGpuSetOptions parse_sim_spec(std::string_view spec) {
     options.state_path = *env;
   }
   const std::vector<std::string> parts = split(body, ':');
-  if (parts.size() > 3 || parts[0].empty()) {
-    throw bad("wrong number of fields");
+  if (parts[0].empty()) {
+    throw bad("no GPU model after 'sim:'");
   }
-  options.gpu_model = std::string(parts[0]);
-  model_info(options.gpu_model);
-  if (parts.size() >= 2) {
-    options.workload = std::string(parts[1]);
-    trace::find_workload(options.workload);
+  if (parts.size() > 3) {
+    throw bad(
+        fmt::format("{} fields where at most 3 (gpu, workload, batch size) go", parts.size()));
+  }
+  // The model's and workload's own messages list what exists; the grammar goes with them.
+  try {
+    options.gpu_model = std::string(parts[0]);
+    model_info(options.gpu_model);
+    if (parts.size() >= 2) {
+      options.workload = std::string(parts[1]);
+      trace::find_workload(options.workload);
+    }
+  } catch (const ConfigError& e) {
+    throw bad(e.what());
   }
   if (parts.size() == 3) {
     const auto bs = parse_number<int64_t>(parts[2]);
