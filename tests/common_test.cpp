@@ -1,12 +1,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <spdlog/sinks/sink.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
@@ -16,6 +19,7 @@
 #include "zeus/common/logging.h"
 #include "zeus/common/malloc_tuning.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/posix.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 #include "zeus/config.h"
@@ -137,6 +141,48 @@ TEST(AtomicFile, FailureKeepsOldContentAndNamesPath) {
       IoError);
   EXPECT_EQ(read_file(path), "old");
   EXPECT_TRUE(std::filesystem::is_directory(blocked / "inner"));
+}
+
+// write() may write less than asked, or nothing, when a signal arrives: a timer interrupts
+// a large write to a pipe that is read slowly, again and again; every byte still arrives once.
+TEST(WriteAll, ContinuesAfterShortWritesAndEintr) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  struct sigaction action {};
+  action.sa_handler = [](int) {};
+  action.sa_flags = 0;  // no SA_RESTART: the write returns short or with EINTR
+  struct sigaction previous {};
+  ASSERT_EQ(::sigaction(SIGALRM, &action, &previous), 0);
+  itimerval every_ms{{0, 1000}, {0, 1000}};
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &every_ms, nullptr), 0);
+  std::string data(4 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<char>('a' + i % 26);
+  }
+  std::string got;
+  std::thread reader([&] {
+    char chunk[4096];
+    for (ssize_t n; (n = ::read(read_end.get(), chunk, sizeof chunk)) != 0;) {
+      if (n > 0) {
+        got.append(chunk, static_cast<size_t>(n));
+      }
+    }
+  });
+  write_all(write_end.get(), data, "writing", "the test pipe");
+  write_end.reset();
+  reader.join();
+  itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &previous, nullptr);
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data);
+  try {
+    write_all(-1, "x", "writing", "nowhere");
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("nowhere"));
+  }
 }
 
 TEST(ReadFile, MissingFileIsIoErrorNamingPath) {

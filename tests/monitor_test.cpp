@@ -144,7 +144,7 @@ TEST(EnergyMonitor, NestedWindowsFromCounters) {
   device::sim::SimGpuSetOptions options;
   options.gpu_count = 2;
   device::sim::SimGpuSet gpus(options);  // virtual clock: energy only moves with work
-  EnergyMonitor monitor(gpus);
+  EnergyMonitor monitor(&gpus);
   monitor.begin_window("epoch");
   gpus.run_iterations(0, 10);
   monitor.begin_window("step");
@@ -167,7 +167,7 @@ TEST(EnergyMonitor, NestedWindowsFromCounters) {
 
 TEST(EnergyMonitor, WindowNamesAreChecked) {
   device::sim::SimGpuSet gpus({});
-  EnergyMonitor monitor(gpus);
+  EnergyMonitor monitor(&gpus);
   monitor.begin_window("a");
   EXPECT_THROW(monitor.begin_window("a"), ConfigError);
   EXPECT_THROW(monitor.end_window("b"), ConfigError);
@@ -182,14 +182,64 @@ TEST(EnergyMonitor, FallsBackToPowerTimelineWithoutCounter) {
   EnergyMonitorOptions options;
   options.gpus = {1};
   options.fallback_period = 10ms;
-  EnergyMonitor monitor(gpus, options);
+  EnergyMonitor monitor(&gpus, options);
   monitor.begin_window("w");
   std::this_thread::sleep_for(300ms);
   const Measurement m = monitor.end_window("w");
   ASSERT_EQ(m.gpu_energy_j.size(), 1u);
   // 110 W (GetPowerUsage of GPU 1) over the window.
   EXPECT_NEAR(m.gpu_energy_j[0], 110.0 * m.elapsed.count(), 110.0 * 0.05);
+  EXPECT_EQ(m.gpu_source[0], EnergySource::kIntegral);
+  EXPECT_FALSE(m.gpu_integral_j[0]) << "nothing to compare the integral with";
   EXPECT_TRUE(m.warnings.empty());
+}
+
+// With a counter and a timeline that samples the same GPUs (zeus monitor's case): the counter
+// is the energy and the integral is there to compare; a counter that fails at the end (a GPU
+// lost) falls back to the samples taken, with a warning, where a timeline has them.
+TEST(EnergyMonitor, CountersAreComparedWithTheTimelineAndFallBackToItWhenLost) {
+  test::FakeNvml fake(test::four_a40s());
+  test::TempDir dir;
+  const auto lost = dir / "lost";
+  fake.set_fault("lost_when_exists", lost.string());
+  device::nvml::NvmlGpuSet gpus;
+  PowerMonitorOptions sampling;
+  sampling.gpus = {0, 1};
+  sampling.period = 10ms;
+  PowerMonitor timeline(&gpus, sampling);
+  timeline.start();
+  EnergyMonitorOptions options;
+  options.gpus = {0, 1, 2};
+  options.timeline = &timeline;
+  EnergyMonitor monitor(&gpus, options);
+  monitor.begin_window("w");
+  std::this_thread::sleep_for(300ms);
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.gpu_source.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(m.gpu_source[i], EnergySource::kCounter) << i;
+  }
+  ASSERT_TRUE(m.gpu_integral_j[0] && m.gpu_integral_j[1]);
+  EXPECT_FALSE(m.gpu_integral_j[2]) << "GPU 2 is not sampled";
+  EXPECT_NEAR(*m.gpu_integral_j[1], m.gpu_energy_j[1], 0.1 * m.gpu_energy_j[1]);
+
+  options.gpus = {0, 1};
+  EnergyMonitor sampled(&gpus, options);
+  monitor.begin_window("lost");
+  sampled.begin_window("lost");
+  std::this_thread::sleep_for(200ms);
+  const auto last_sample = timeline.timeline().back().time;
+  std::ofstream(lost) << "";
+  ASSERT_TRUE(test::eventually([&] { return timeline.error() != nullptr; }, 10s));
+  const Measurement fallback = sampled.end_window("lost", last_sample);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(fallback.gpu_source[i], EnergySource::kIntegral) << i;
+    EXPECT_GT(fallback.gpu_energy_j[i], 0) << i;
+  }
+  EXPECT_NEAR(fallback.gpu_energy_j[1], 110.0 * fallback.elapsed.count(), 110.0 * 0.05);
+  EXPECT_THAT(fallback.warnings, ::testing::Contains(HasSubstr("failed at the end")));
+  EXPECT_THROW(monitor.end_window("lost", last_sample), DeviceLost)
+      << "GPU 2 has no samples to fall back to";
 }
 
 }  // namespace

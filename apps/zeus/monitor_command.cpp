@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 
@@ -16,6 +17,7 @@
 #include "zeus/common/units.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
+#include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
 
 namespace zeus::cli {
@@ -45,29 +47,24 @@ std::vector<int> parse_gpu_list(const std::string& text) {
   return out;
 }
 
-// A log file written one whole line per write(), so an interrupted run leaves whole lines only.
+// A log file written a whole line at a time (across short writes and EINTR), so an
+// interrupted run leaves whole lines only.
 class LineWriter {
  public:
   explicit LineWriter(std::filesystem::path path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
+    fd_ = UniqueFd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd_.get() < 0) {
       throw_posix_error("opening output", path_.string(), errno);
     }
   }
-  ~LineWriter() { ::close(fd_); }
-  LineWriter(const LineWriter&) = delete;
-  LineWriter& operator=(const LineWriter&) = delete;
-
   void write_line(const std::string& line) {
-    if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      throw_posix_error("writing", path_.string(), errno);
-    }
+    write_all(fd_.get(), line, "writing", path_.string());
   }
   void remove() { ::unlink(path_.c_str()); }
 
  private:
   std::filesystem::path path_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 // Where the samples go: per-device CSVs (through PowerMonitor), or one wide CSV / JSONL file.
@@ -124,22 +121,22 @@ OutputPlan plan_output(const MonitorCommandOptions& options,
 std::string format_row(const PowerSample& sample, const std::vector<MonitoredDevice>& devices,
                        bool wide_csv) {
   const std::string time = format_utc_ns(sample.wall_time);
-  std::string line;
   if (wide_csv) {
-    line = time;
+    std::string line = time;
     for (const auto& p : sample.power_mw) {
       line += p ? fmt::format(",{}", *p) : std::string(",");
     }
-  } else {
-    line = fmt::format(R"({{"time":"{}")", time);
-    for (size_t i = 0; i < devices.size(); ++i) {
-      line += sample.power_mw[i]
-                  ? fmt::format(R"(,"{}_mw":{})", devices[i].label, *sample.power_mw[i])
-                  : fmt::format(R"(,"{}_mw":null)", devices[i].label);
-    }
-    line += "}";
+    return line + "\n";
   }
-  return line + "\n";
+  // JSONL through the JSON library: labels and values escaped as JSON wants.
+  nlohmann::ordered_json row;
+  row["time"] = time;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string key = devices[i].label + "_mw";
+    row[key] = sample.power_mw[i] ? nlohmann::ordered_json(*sample.power_mw[i])
+                                  : nlohmann::ordered_json(nullptr);
+  }
+  return row.dump() + "\n";
 }
 
 struct DeviceSummary {
@@ -286,19 +283,24 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
   }
 
   const auto& devices = power->devices();
-  std::vector<std::optional<int64_t>> start_energy(devices.size());
-  // The window spans the counter reads at both ends, so the average never exceeds the truth.
-  const auto start = std::chrono::steady_clock::now();
+  // Energy over the run: each device's counter where it has one, else the integral of the
+  // samples (and the samples where a counter fails at the end), compared with the samples.
+  std::unique_ptr<monitor::EnergyMonitor> energy;
   try {
-    for (size_t i = 0; i < devices.size(); ++i) {
-      start_energy[i] = devices[i].kind == MonitoredDevice::Kind::kGpu
-                            ? gpus->energy_mj(devices[i].index)
-                            : std::optional<int64_t>(cpus->energy_uj(devices[i].index));
+    monitor::EnergyMonitorOptions energy_options;
+    for (const auto& dev : devices) {
+      if (dev.kind == MonitoredDevice::Kind::kGpu) {
+        energy_options.gpus.push_back(dev.index);
+      }
     }
+    energy_options.cpus = cpus.get();
+    energy_options.timeline = power.get();
+    energy = std::make_unique<monitor::EnergyMonitor>(gpus.get(), energy_options);
+    energy->begin_window("monitor");
   } catch (const Error& e) {
     return fail(kExitFailure, e.what());
   }
-
+  const auto start = std::chrono::steady_clock::now();
   SignalPipe signals({SIGINT, SIGTERM});
   power->start();
   constexpr std::chrono::nanoseconds kErrorCheck = std::chrono::milliseconds(100);
@@ -333,47 +335,43 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     }
   }
   power->stop();
-  std::vector<std::optional<double>> counter_energy_j(devices.size());
-  for (size_t i = 0; i < devices.size(); ++i) {
-    try {
-      if (start_energy[i] && devices[i].kind == MonitoredDevice::Kind::kGpu) {
-        counter_energy_j[i] = mj_to_j(*gpus->energy_mj(devices[i].index) - *start_energy[i]);
-      } else if (start_energy[i]) {
-        counter_energy_j[i] = uj_to_j(cpus->energy_uj(devices[i].index) - *start_energy[i]);
-      }
-    } catch (const Error&) {
-      // The device failed at the end: fall back to the samples taken while it worked.
-    }
-  }
   const auto timeline = power->timeline();
   // After a sampling error the measurement ends with the last sample: nothing is known after it.
   const auto end =
       power->error() && !timeline.empty() ? timeline.back().time : std::chrono::steady_clock::now();
-  const auto elapsed = end - start;
   if (options.live) {
     out << "\n";
   }
-
+  monitor::Measurement measured;
+  try {
+    measured = energy->end_window("monitor", end);
+  } catch (const Error& e) {
+    return fail(kExitFailure, e.what());
+  }
+  // The window spans the counter reads at both ends, so the average never exceeds the truth.
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(measured.elapsed);
   std::vector<DeviceSummary> rows;
+  size_t gpu = 0;
+  size_t cpu = 0;
   for (size_t i = 0; i < devices.size(); ++i) {
     const MonitoredDevice& dev = devices[i];
-    DeviceSummary row{
-        dev.label,
-        dev.kind == MonitoredDevice::Kind::kGpu ? gpus->name(dev.index) : cpus->name(dev.index),
-        std::nullopt, std::nullopt, ""};
+    const bool is_gpu = dev.kind == MonitoredDevice::Kind::kGpu;
+    const size_t k = is_gpu ? gpu++ : cpu++;
+    DeviceSummary row{dev.label, is_gpu ? gpus->name(dev.index) : cpus->name(dev.index),
+                      std::nullopt, std::nullopt, ""};
     for (const auto& s : timeline) {
       if (s.power_mw[i]) {
         row.peak_w = std::max(row.peak_w.value_or(0.0), mw_to_w(*s.power_mw[i]));
       }
     }
-    if (counter_energy_j[i]) {
-      row.energy_j = counter_energy_j[i];
-      row.source = dev.kind == MonitoredDevice::Kind::kGpu ? "energy counter" : "RAPL counter";
-      if (timeline.size() > 1) {
-        row.integral_j = power->energy_j(i, start, start + elapsed);
-      }
-    } else if (!timeline.empty()) {
-      row.energy_j = power->energy_j(i, start, start + elapsed);
+    const auto source = is_gpu ? measured.gpu_source[k] : measured.cpu_source[k];
+    const bool has_samples = timeline.size() > 1;
+    if (source == monitor::EnergySource::kCounter) {
+      row.energy_j = is_gpu ? measured.gpu_energy_j[k] : measured.cpu_energy_j[k];
+      row.source = is_gpu ? "energy counter" : "RAPL counter";
+      row.integral_j = is_gpu ? measured.gpu_integral_j[k] : measured.cpu_integral_j[k];
+    } else if (has_samples) {
+      row.energy_j = is_gpu ? measured.gpu_energy_j[k] : measured.cpu_energy_j[k];
       row.source = "power samples (trapezoid)";
     }
     rows.push_back(std::move(row));

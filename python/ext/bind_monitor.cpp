@@ -34,7 +34,7 @@ class Monitor {
     }
     options.fallback_period = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(fallback_period_s));
-    monitor_ = std::make_unique<monitor::EnergyMonitor>(*gpus_, options);
+    monitor_ = std::make_unique<monitor::EnergyMonitor>(gpus_.get(), options);
   }
 
   monitor::EnergyMonitor& get() { return *monitor_; }

@@ -32,16 +32,7 @@ class TempFile {
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
 
-  void write_all(std::string_view data) {
-    while (!data.empty()) {
-      const ssize_t n = ::write(fd_, data.data(), data.size());
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      check_posix(n, "writing", path_);
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-  }
+  void write_all(std::string_view data) { zeus::write_all(fd_, data, "writing", path_); }
 
   void commit(const std::filesystem::path& target) {
     check_posix(::fchmod(fd_, 0644), "setting permissions of", path_);

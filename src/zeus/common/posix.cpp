@@ -102,6 +102,17 @@ bool process_alive(int pid, std::optional<unsigned long long> start_ticks) {
   return !start_ticks || process_start_ticks(pid) == start_ticks;
 }
 
+void write_all(int fd, std::string_view data, std::string_view what, std::string_view path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    check_posix(n, what, path);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
 std::string host_name() {
   std::array<char, 256> buf{};
   if (gethostname(buf.data(), buf.size() - 1) != 0) {

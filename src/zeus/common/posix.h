@@ -71,6 +71,10 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Writes all of `data` to `fd`, across short writes and EINTR. Throws IoError (via
+// throw_posix_error) saying `what` failed on `path`.
+void write_all(int fd, std::string_view data, std::string_view what, std::string_view path);
+
 // The host name of this machine, for error messages and journals.
 std::string host_name();
 

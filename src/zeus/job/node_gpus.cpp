@@ -203,7 +203,7 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
   if (sim_ != nullptr) {
     energy_options.counter_resolution = std::chrono::nanoseconds(0);  // exact, not 100 ms steps
   }
-  energy_ = std::make_unique<monitor::EnergyMonitor>(*gpus_, energy_options);
+  energy_ = std::make_unique<monitor::EnergyMonitor>(gpus_.get(), energy_options);
 }
 
 int64_t NodeGpus::current_limit_mw() {

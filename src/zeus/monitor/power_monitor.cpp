@@ -54,19 +54,20 @@ PowerMonitor::PowerMonitor(device::GpuSet* gpus, PowerMonitorOptions options)
     }
     try {
       for (const auto& path : options_.csv_paths) {
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
+        UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (fd.get() < 0) {
           throw_posix_error("opening power log", path.string(), errno);
         }
-        csv_fds_.push_back(fd);
-        constexpr std::string_view kHeader = "Time,Power\n";
-        check_posix(::write(fd, kHeader.data(), kHeader.size()), "writing", path.string());
+        csv_fds_.push_back(std::move(fd));
+        write_all(csv_fds_.back().get(), "Time,Power\n", "writing", path.string());
       }
     } catch (...) {
+      // Only the files this constructor created (and truncated); a failure at the first open
+      // leaves the rest untouched.
       for (size_t i = 0; i < csv_fds_.size(); ++i) {
-        ::close(csv_fds_[i]);
         ::unlink(options_.csv_paths[i].c_str());
       }
+      csv_fds_.clear();
       throw;
     }
   }
@@ -74,9 +75,6 @@ PowerMonitor::PowerMonitor(device::GpuSet* gpus, PowerMonitorOptions options)
 
 PowerMonitor::~PowerMonitor() {
   stop();
-  for (const int fd : csv_fds_) {
-    ::close(fd);
-  }
 }
 
 void PowerMonitor::start() {
@@ -134,10 +132,8 @@ void PowerMonitor::write_csv(const PowerSample& sample) {
     if (!sample.power_mw[i]) {
       continue;
     }
-    const std::string row = fmt::format("{},{}\n", time, *sample.power_mw[i]);
-    if (::write(csv_fds_[i], row.data(), row.size()) != static_cast<ssize_t>(row.size())) {
-      throw_posix_error("appending to power log", options_.csv_paths[i].string(), errno);
-    }
+    write_all(csv_fds_[i].get(), fmt::format("{},{}\n", time, *sample.power_mw[i]),
+              "appending to power log", options_.csv_paths[i].string());
   }
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "zeus/common/posix.h"
 #include "zeus/device/cpu_set.h"
 #include "zeus/device/gpu_set.h"
 
@@ -87,7 +88,7 @@ class PowerMonitor {
   device::GpuSet* gpus_;
   PowerMonitorOptions options_;
   std::vector<MonitoredDevice> devices_;
-  std::vector<int> csv_fds_;
+  std::vector<UniqueFd> csv_fds_;
   // Previous CPU energy readings, for power from deltas (sampling thread only).
   std::vector<std::optional<std::pair<SteadyTime, int64_t>>> last_cpu_energy_;
 
