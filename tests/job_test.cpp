@@ -12,14 +12,17 @@
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/contract/train_result.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
-#include "zeus/job/train_result.h"
 #include "zeus/optimize/early_stop.h"
 
 namespace zeus::job {
 namespace {
 
+using contract::StopReason;
+using contract::summary_line;
+using contract::TrainResult;
 using ::testing::HasSubstr;
 
 // Every variable the resolution reads, unset for the test's scope unless given.
@@ -122,61 +125,6 @@ TEST(JobOptions, BadValuesNameTheVariableTheValueAndTheRange) {
   CleanEnv env(std::map<std::string, std::string>{{"ZEUS_TARGET_METRIC", "1"}});
   EXPECT_THROW(resolve_job_options({}, 0, 8, 1), ConfigError);
   EXPECT_THROW(resolve_job_options({}, 1, 0, 1), ConfigError);
-}
-
-TEST(TrainResult, RoundTripsAndReadsZeusFiles) {
-  TrainResult r;
-  r.energy_j = 1000.5;
-  r.time_s = 20.25;
-  r.cost = 1500;
-  r.num_epochs = 3;
-  r.reached = true;
-  r.job_id = "j";
-  r.global_batch_size = 256;
-  r.world_size = 4;
-  r.nodes = 2;
-  r.stop_reason = StopReason::kTargetReached;
-  r.optimal_power_limit_mw = 175'000;
-  r.max_power_limit_mw = 250'000;
-  r.cost_threshold = std::numeric_limits<double>::infinity();
-  r.epochs.push_back({0, 100, 10, 9.5, 0.5, 800, 20, 0.7, 175'000});
-  r.windows.push_back({0, 250'000, 1, 2});
-  const TrainResult back = train_result_from_json(to_json(r), "test");
-  EXPECT_EQ(back.energy_j, r.energy_j);
-  EXPECT_EQ(back.num_epochs, 3);
-  EXPECT_TRUE(back.reached);
-  EXPECT_EQ(back.optimal_power_limit_mw, 175'000);
-  EXPECT_TRUE(std::isinf(back.cost_threshold));
-  ASSERT_EQ(back.epochs.size(), 1u);
-  EXPECT_EQ(back.epochs[0].metric, 0.7);
-  EXPECT_EQ(back.epochs[0].power_limit_mw, 175'000);
-  ASSERT_EQ(back.windows.size(), 1u);
-  EXPECT_EQ(back.windows[0].end_unix_ns, 2);
-
-  // What Zeus itself writes.
-  const TrainResult zeus = train_result_from_json(
-      R"({"energy": 5.0, "time": 2.0, "cost": 7.0, "num_epochs": 1, "reached": false})", "z");
-  EXPECT_EQ(zeus.cost, 7.0);
-  EXPECT_FALSE(zeus.reached);
-  EXPECT_THROW(train_result_from_json(R"({"energy": 5.0})", "z"), ConfigError);
-  EXPECT_THROW(train_result_from_json("{", "z"), ConfigError);
-  EXPECT_THAT(summary_line(r), HasSubstr("optimal limit 175 W (max 250 W)"));
-
-  // A limit that is not a whole watt survives (whole ones stay integers, as Zeus writes them).
-  r.optimal_power_limit_mw = 187'500;
-  r.epochs[0].power_limit_mw = 187'500;
-  const auto text = to_json(r);
-  EXPECT_THAT(text, HasSubstr("\"optimal_pl\": 187.5"));
-  EXPECT_THAT(text, HasSubstr("\"max_pl\": 250,"));
-  const TrainResult half = train_result_from_json(text, "half");
-  EXPECT_EQ(half.optimal_power_limit_mw, 187'500);
-  EXPECT_EQ(half.epochs[0].power_limit_mw, 187'500);
-  EXPECT_THAT(summary_line(half), HasSubstr("optimal limit 187.5 W (max 250 W)"));
-  EXPECT_THROW(train_result_from_json(
-                   R"({"energy": 5.0, "time": 2.0, "cost": 7.0, "num_epochs": 1, "reached": false,
-                       "optimal_pl": "high"})",
-                   "z"),
-               ConfigError);
 }
 
 // One process, simulated V100, virtual clock: the job profiles every limit in epoch 0 and then

@@ -20,6 +20,9 @@ using ::testing::HasSubstr;
 namespace zeus::job {
 namespace {
 
+using contract::StopReason;
+using contract::TrainResult;
+
 // Two epochs of 30 train and 5 eval steps (profiling all 7 V100 limits in the first), then the
 // job stops at max epochs. Returns the result every rank ended with.
 TrainResult two_epochs(EnergyJob& job) {

@@ -16,9 +16,9 @@
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/contract/train_result.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/sim/sim_gpu_set.h"
-#include "zeus/job/train_result.h"
 #include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus {
@@ -130,7 +130,7 @@ TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) 
   EXPECT_EQ(count(job.output, "saved " + (log / "bs8.power.json").string()), 1) << job.output;
 
   // Every limit profiled exactly once, from the maximum down.
-  const job::TrainResult r = job::load_train_result(log / result_name);
+  const contract::TrainResult r = contract::load_train_result(log / result_name);
   ASSERT_EQ(r.windows.size(), expected.candidates.size());
   for (size_t i = 0; i < r.windows.size(); ++i) {
     EXPECT_EQ(r.windows[i].power_limit_mw, expected.candidates[i]);
@@ -181,7 +181,7 @@ TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) 
   Job again = run_job(sim_env(log), {"--max-epochs", "5", "--metrics", "0.9"});
   ASSERT_EQ(again.result.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, HasSubstr("profiling skipped"));
-  const job::TrainResult r2 = job::load_train_result(log / result_name);
+  const contract::TrainResult r2 = contract::load_train_result(log / result_name);
   EXPECT_FALSE(r2.profiled);
   EXPECT_TRUE(r2.windows.empty());
   EXPECT_EQ(r2.num_epochs, 1);
@@ -242,9 +242,9 @@ TEST(DataLoaderEndToEnd, CostThresholdStopsEveryRankAtTheSameEpoch) {
   Job job = run_job(env, {"--max-epochs", "5", "--metrics", "0.1"});
   ASSERT_EQ(job.result.exit_code, 0) << job.output;  // a clean stop, no rank killed
   EXPECT_EQ(count(job.output, "epochs=1 samples=400 stop=cost_threshold"), 2) << job.output;
-  const job::TrainResult r = job::load_train_result(dir / "log" / "early+bs8.train.json");
+  const contract::TrainResult r = contract::load_train_result(dir / "log" / "early+bs8.train.json");
   EXPECT_FALSE(r.reached);
-  EXPECT_EQ(r.stop_reason, job::StopReason::kCostThreshold);
+  EXPECT_EQ(r.stop_reason, contract::StopReason::kCostThreshold);
   EXPECT_EQ(r.num_epochs, 1);
   EXPECT_GT(r.cost, 0);
   EXPECT_FALSE(fs::exists(dir / "log" / "power-limits.journal"));
@@ -257,7 +257,7 @@ TEST(DataLoaderEndToEnd, ObserverModeStaysAtTheMaximumAndReportsTheSaving) {
   const Expected expected = expected_from_trace(0.5);
   Job job = run_job(env, {"--max-epochs", "3", "--metrics", "0.1,0.1,0.9"});
   ASSERT_EQ(job.result.exit_code, 0) << job.output;
-  const job::TrainResult r = job::load_train_result(dir / "log" / "zeus+bs8.train.json");
+  const contract::TrainResult r = contract::load_train_result(dir / "log" / "zeus+bs8.train.json");
   EXPECT_TRUE(r.observer_mode);
   ASSERT_TRUE(r.optimal_power_limit_mw);
   EXPECT_EQ(*r.optimal_power_limit_mw, expected.optimal_mw);
@@ -332,7 +332,7 @@ TEST(DataLoaderEndToEnd, MultiNodeOnlyLocalMastersTouchTheirGpus) {
       EXPECT_EQ(g["limit_mw"].get<int64_t>(), 300'000);
   }
   // The result covers 4 GPUs on 2 nodes, and each node logged its own GPUs.
-  const job::TrainResult r = job::load_train_result(dir / "log" / "zeus+bs16.train.json");
+  const contract::TrainResult r = contract::load_train_result(dir / "log" / "zeus+bs16.train.json");
   EXPECT_EQ(r.world_size, 4);
   EXPECT_EQ(r.nodes, 2);
   EXPECT_EQ(r.windows.size(), candidates);
@@ -411,7 +411,7 @@ TEST(DataLoaderEndToEnd, MeasureOnlySetsNoLimitAndMeasuresEveryEpoch) {
   ASSERT_EQ(job.result.exit_code, 0) << job.output;
   EXPECT_THAT(job.output, HasSubstr("measure-only: no limit set, the GPUs ran at 250 W"));
   EXPECT_TRUE(nvml.limit_history().empty());
-  const job::TrainResult r = job::load_train_result(log / "zeus+bs8.train.json");
+  const contract::TrainResult r = contract::load_train_result(log / "zeus+bs8.train.json");
   EXPECT_TRUE(r.measure_only);
   EXPECT_TRUE(r.reached);
   EXPECT_FALSE(r.profiled);
@@ -491,7 +491,8 @@ TEST(DataLoaderEndToEnd, SingleProcessWithLoaderThreads) {
   const test::ProcessResult r = child.wait();
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("epochs=2 samples=1600 stop=max_epochs"));
-  const job::TrainResult result = job::load_train_result(dir / "log" / "zeus+bs8.train.json");
+  const contract::TrainResult result =
+      contract::load_train_result(dir / "log" / "zeus+bs8.train.json");
   EXPECT_FALSE(result.reached);
   EXPECT_EQ(result.world_size, 1);
 }

@@ -236,43 +236,6 @@ TEST(PowerLimitProfiler, LoadedProfileSkipsProfiling) {
   EXPECT_THAT(host.limits_set, ElementsAre(250'000));
 }
 
-TEST(PowerProfileFile, RoundTripsAndRejectsCorruptFiles) {
-  test::TempDir dir;
-  const auto path = power_profile_path(dir.path(), 1024);
-  EXPECT_EQ(path.filename(), "bs1024.power.json");
-  EXPECT_EQ(load_power_profile(path), std::nullopt);
-  PowerProfile p;
-  p.global_batch_size = 1024;
-  p.job_id = "job";
-  for (const auto& m : kThreeLimits) {
-    p.train[m.power_limit_mw] = m;
-  }
-  p.optimal_power_limit_mw = 250'000;
-  p.eval_throughput_ips = 20;
-  p.eval_power_w = 150;
-  save_power_profile(path, p);
-  const auto loaded = load_power_profile(path);
-  ASSERT_TRUE(loaded.has_value());
-  EXPECT_EQ(loaded->optimal_power_limit_mw, 250'000);
-  EXPECT_EQ(loaded->train.size(), 3u);
-  EXPECT_DOUBLE_EQ(loaded->train.at(200'000).power_w, 170);
-  EXPECT_EQ(loaded->eval_power_w, 150);
-  for (
-      const char* bad :
-      {"{", "[]",
-       R"({"batch_size": 8, "train_power": {}, "train_throughput": {}, "optimal_pl": 1})",
-       R"({"batch_size": 8, "train_power": {"100": 5}, "train_throughput": {"100": 1}, "optimal_pl": 200})",
-       R"({"batch_size": 8, "train_power": {"x": 5}, "train_throughput": {"x": 1}, "optimal_pl": 1})"}) {
-    std::ofstream(path) << bad;
-    try {
-      load_power_profile(path);
-      ADD_FAILURE() << bad;
-    } catch (const ConfigError& e) {
-      EXPECT_THAT(e.what(), HasSubstr(path.string())) << bad;
-    }
-  }
-}
-
 // Inputs: 1000 J and 10 s so far; next train epoch 100 it at 10 it/s and 200 W (10 s, 2000 J),
 // eval 20 it at 20 it/s and 100 W (1 s, 100 J). eta 0.5, MAXPOWER 300:
 // predicted = 0.5 * 3100 + 0.5 * 300 * 21 = 4700.

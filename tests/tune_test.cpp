@@ -14,6 +14,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/optimize/bso_policy.h"
 #include "zeus/tune/tuner.h"
 
@@ -75,7 +76,7 @@ TEST(ZeusTune, RunsRecurrencesFeedsTheBanditAndPassesTheThreshold) {
   const auto r = test::run_process(f.tune_argv(log, 3));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("recurrence 3/3 done"));
-  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  const auto tries = tune::read_tries(log / contract::kTuneTriesName);
   ASSERT_GE(tries.size(), 3u);
   // The first try is the default batch size, with no threshold yet; it reaches the target.
   EXPECT_EQ(tries[0].batch_size, 64);
@@ -109,7 +110,7 @@ TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
   // Reference: 4 recurrences without interruption.
   const fs::path ref = f.dir / "ref";
   ASSERT_EQ(test::run_process(f.tune_argv(ref, 4)).exit_code, 0);
-  const auto want = batch_sizes(tune::read_tries(ref / tune::kTriesFileName));
+  const auto want = batch_sizes(tune::read_tries(ref / contract::kTuneTriesName));
 
   const fs::path log = f.dir / "killed";
   {
@@ -126,11 +127,11 @@ TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
     tuner.kill(SIGKILL);
     EXPECT_EQ(tuner.wait().signal, SIGKILL);
   }
-  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), 2u);
+  EXPECT_EQ(tune::read_tries(log / contract::kTuneTriesName).size(), 2u);
   const auto r = test::run_process(f.tune_argv(log, 4));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("resuming"));
-  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  const auto tries = tune::read_tries(log / contract::kTuneTriesName);
   EXPECT_EQ(batch_sizes(tries), want);
   std::set<std::pair<int, int>> seen;
   for (const auto& t : tries)
@@ -138,7 +139,7 @@ TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
   // Running again once done changes nothing.
   const auto again = test::run_process(f.tune_argv(log, 4));
   EXPECT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tries.size());
+  EXPECT_EQ(tune::read_tries(log / contract::kTuneTriesName).size(), tries.size());
 }
 
 TEST(ZeusTune, ADefaultBatchSizeOutsideTheListExitsTwoWithoutRunning) {
@@ -179,7 +180,7 @@ TEST(ZeusTune, ACommandThatWritesNoResultStopsTheTunerAndRecordsNothing) {
                          "64", "--log-dir", (f.dir / "none").string(), "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("wrote 0 train results"));
-  EXPECT_TRUE(tune::read_tries(f.dir / "none" / tune::kTriesFileName).empty());
+  EXPECT_TRUE(tune::read_tries(f.dir / "none" / contract::kTuneTriesName).empty());
 }
 
 // --policy lean --lean gamma=0 over `recurrences` recurrences into `log`.
@@ -199,7 +200,7 @@ TEST(ZeusTune, LeanPolicyIsRecordedAndCapsDownwardTries) {
   const auto r = test::run_process(lean_argv(f, log, 2));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("policy " + lean_label()));
-  const auto tries = tune::read_tries(log / tune::kTriesFileName);
+  const auto tries = tune::read_tries(log / contract::kTuneTriesName);
   ASSERT_GE(tries.size(), 2u);
   for (const auto& t : tries) {
     EXPECT_EQ(t.policy, lean_label());
@@ -219,7 +220,7 @@ TEST(ZeusTune, ALogDirTunedUnderLeanIsNotResumedUnderAnotherPolicy) {
   Fixture f;
   const fs::path log = f.dir / "lean";
   ASSERT_EQ(test::run_process(lean_argv(f, log, 2)).exit_code, 0);
-  const size_t tried = tune::read_tries(log / tune::kTriesFileName).size();
+  const size_t tried = tune::read_tries(log / contract::kTuneTriesName).size();
   auto r = test::run_process(f.tune_argv(log, 3));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("was tuned under policy " + lean_label() + ", not zeus"));
@@ -230,7 +231,7 @@ TEST(ZeusTune, ALogDirTunedUnderLeanIsNotResumedUnderAnotherPolicy) {
   r = test::run_process(argv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("was tuned under policy"));
-  EXPECT_EQ(tune::read_tries(log / tune::kTriesFileName).size(), tried) << "nothing ran";
+  EXPECT_EQ(tune::read_tries(log / contract::kTuneTriesName).size(), tried) << "nothing ran";
 }
 
 // A tune.json from before policies holds a zeus run: it resumes under zeus only.
@@ -238,9 +239,9 @@ TEST(ZeusTune, ATuneLogFromBeforePoliciesResumesUnderZeusOnly) {
   Fixture f;
   const fs::path old = f.dir / "old";
   ASSERT_EQ(test::run_process(f.tune_argv(old, 1)).exit_code, 0);
-  auto saved = nlohmann::json::parse(read_file(old / tune::kOptionsFileName));
+  auto saved = nlohmann::json::parse(read_file(old / contract::kTuneOptionsName));
   saved.erase("policy");
-  write_file_atomic(old / tune::kOptionsFileName, saved.dump());
+  write_file_atomic(old / contract::kTuneOptionsName, saved.dump());
   EXPECT_EQ(test::run_process(f.tune_argv(old, 2)).exit_code, 0);
   auto argv = f.tune_argv(old, 3);
   argv.insert(argv.begin() + 2, {"--policy", "lean"});

@@ -20,7 +20,7 @@ int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostr
       out << report::to_json(run);
     } else {
       for (const auto& [path, result] : run.results) {
-        out << path.filename().string() << ": " << job::summary_line(result) << "\n";
+        out << path.filename().string() << ": " << contract::summary_line(result) << "\n";
       }
     }
     (options.format == "html" ? out : err) << fmt::format("zeus report: wrote {}\n", page.string());

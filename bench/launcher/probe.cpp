@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
         gpus = zeus::device::open_gpu_set("nvml", {.respect_visible_devices = false});
         guard.emplace(*gpus, zeus::device::PowerLimitGuardOptions{
                                  .journal_path = std::string(log != nullptr ? log : ".") + "/" +
-                                                 zeus::device::journal_file_name(0)});
+                                                 zeus::contract::journal_name(0)});
         for (int g = 0; g < gpus->count(); ++g) {
           guard->set_power_limit_mw(g, 150'000);
         }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "net.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/data/data_loader.h"
 #include "zeus/optimize/power_profile.h"
 
@@ -72,7 +73,7 @@ void setup_fake_nvml(const fs::path& dir) {
   p.optimal_power_limit_mw = 200000;
   p.eval_throughput_ips = 20;
   p.eval_power_w = 150;
-  zeus::optimize::save_power_profile(zeus::optimize::power_profile_path(dir, kBatch), p);
+  zeus::contract::save_power_profile(zeus::contract::power_profile_path(dir, kBatch), p);
 }
 
 }  // namespace

@@ -12,10 +12,10 @@
 
 #include "bindings.h"
 #include "zeus/common/errors.h"
+#include "zeus/contract/train_result.h"
 #include "zeus/job/collectives.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
-#include "zeus/job/train_result.h"
 
 namespace py = pybind11;
 
@@ -164,7 +164,7 @@ void bind_job(py::module_& m) {
       // The result as the file's JSON text, once training is over (None before).
       .def_property_readonly("result_json", [](Job& j) -> std::optional<std::string> {
         const auto& r = j.get().result();
-        return r ? std::optional(job::to_json(*r)) : std::nullopt;
+        return r ? std::optional(contract::to_json(*r)) : std::nullopt;
       });
 }
 

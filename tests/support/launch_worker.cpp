@@ -27,6 +27,7 @@
 
 #include "zeus/cluster/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
     try {
       const char* dir = std::getenv("ZEUS_LOG_DIR");
       const std::filesystem::path journal =
-          std::filesystem::path(dir != nullptr ? dir : ".") / zeus::device::kJournalFileName;
+          std::filesystem::path(dir != nullptr ? dir : ".") / zeus::contract::kJournalName;
       auto gpus = zeus::device::open_gpu_set(argv[2], {});
       zeus::device::PowerLimitGuard guard(*gpus, {.journal_path = journal});
       guard.set_power_limit_mw(0, std::atoll(argv[3]));

@@ -167,7 +167,7 @@ int run(const Args& a) {
   std::printf("rank=%d local_rank=%d pid=%d epochs=%d samples=%lld stop=%s profiled=%d\n", rank,
               ctx ? ctx->local_rank() : 0, static_cast<int>(getpid()), epochs,
               static_cast<long long>(seen),
-              result ? std::string(zeus::job::to_string(result->stop_reason)).c_str() : "none",
+              result ? std::string(zeus::contract::to_string(result->stop_reason)).c_str() : "none",
               result && result->profiled ? 1 : 0);
   std::fflush(stdout);
   return 0;

@@ -141,4 +141,21 @@ std::optional<int64_t> parse_utc_ns(std::string_view text) {
   return static_cast<int64_t>(secs) * 1'000'000'000 + frac_ns;
 }
 
+std::string power_log_row(std::chrono::system_clock::time_point t, int64_t power_mw) {
+  return fmt::format("{},{}\n", format_utc_ns(t), power_mw);
+}
+
+std::optional<std::pair<int64_t, int64_t>> parse_power_log_row(std::string_view line) {
+  const size_t comma = line.find(',');
+  if (comma == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const auto t = parse_utc_ns(line.substr(0, comma));
+  const auto mw = parse_number<int64_t>(line.substr(comma + 1));
+  if (!t || !mw) {
+    return std::nullopt;
+  }
+  return std::pair{*t, *mw};
+}
+
 }  // namespace zeus

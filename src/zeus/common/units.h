@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace zeus {
 
@@ -23,6 +24,14 @@ std::string format_utc_ns(std::chrono::system_clock::time_point t);
 // Parses format_utc_ns()'s form (fraction optional, 1-9 digits) into nanoseconds since the Unix
 // epoch; std::nullopt when it does not parse.
 std::optional<int64_t> parse_utc_ns(std::string_view text);
+
+// One row of Zeus's power-log CSV (header kPowerLogHeader): "<format_utc_ns>,<mW>\n". Written
+// by monitor::PowerMonitor, read by contract::read_power_log.
+inline constexpr std::string_view kPowerLogHeader = "Time,Power\n";
+std::string power_log_row(std::chrono::system_clock::time_point t, int64_t power_mw);
+// (UTC ns since the Unix epoch, mW), or std::nullopt when `line` (without its newline) is not
+// such a row.
+std::optional<std::pair<int64_t, int64_t>> parse_power_log_row(std::string_view line);
 
 // Seconds as a double, for printing and for formulas that need it (cost, energy).
 inline double to_seconds(std::chrono::nanoseconds d) {

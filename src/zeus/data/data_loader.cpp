@@ -523,7 +523,7 @@ job::EnergyJob& DataLoader::job() {
   return *impl_->job;
 }
 
-const std::optional<job::TrainResult>& DataLoader::result() const {
+const std::optional<contract::TrainResult>& DataLoader::result() const {
   if (!impl_->job) {
     throw ConfigError("result() is for the train loader (the one with max_epochs)");
   }

@@ -151,7 +151,7 @@ class DataLoader {
   // Train loader only.
   job::EnergyJob& job();
   // Train loader only: set once epochs() ended.
-  const std::optional<job::TrainResult>& result() const;
+  const std::optional<contract::TrainResult>& result() const;
 
   struct Impl;
 

@@ -20,11 +20,6 @@ constexpr int kVersion = 1;
 
 }  // namespace
 
-std::string journal_file_name(int node_rank) {
-  return node_rank == 0 ? std::string(kJournalFileName)
-                        : fmt::format("power-limits.node{}.journal", node_rank);
-}
-
 void write_journal(const std::filesystem::path& path, const PowerLimitJournal& journal) {
   nlohmann::json j;
   j["format"] = kFormat;

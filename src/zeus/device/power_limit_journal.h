@@ -29,11 +29,7 @@ struct PowerLimitJournal {
 // A journal for this process's GPUs as they are now (host, pid, boot, start time filled in).
 PowerLimitJournal journal_of_this_process(std::string locator);
 
-inline constexpr const char* kJournalFileName = "power-limits.journal";
-
-// kJournalFileName on node 0, `power-limits.node{N}.journal` on node N, so that nodes sharing a
-// log directory keep separate journals (each node's `zeus run` restores its own).
-std::string journal_file_name(int node_rank);
+// Where journals go and what they are called: contract/run_files.h (journal_path).
 
 // Atomic write (temp, fsync, rename). Throws IoError naming the path.
 void write_journal(const std::filesystem::path& path, const PowerLimitJournal& journal);

@@ -12,6 +12,7 @@
 #include "zeus/common/logging.h"
 #include "zeus/common/power.h"
 #include "zeus/common/units.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
 #include "zeus/job/profile_exchange.h"
@@ -23,6 +24,10 @@ namespace zeus::job {
 
 using Clock = std::chrono::steady_clock;
 namespace ps = optimize::profiler_state;
+using contract::EpochRecord;
+using contract::StopReason;
+using contract::TrainResult;
+using contract::WindowRecord;
 
 namespace {
 
@@ -79,7 +84,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       if (profile_loaded_) {
         logger().info(
             "loaded {}: optimal limit {} W; profiling skipped (delete the file to profile again)",
-            optimize::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
+            contract::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
             mw_to_w(*profiler_->optimal_limit_mw()));
       } else {
         logger().info(
@@ -345,8 +350,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     profile_saved_ = true;
     if (ranks_.is_master()) {
       p.job_id = o_.job_id;
-      const auto path = optimize::power_profile_path(o_.log_dir, o_.global_batch_size);
-      optimize::save_power_profile(path, p);
+      const auto path = contract::power_profile_path(o_.log_dir, o_.global_batch_size);
+      contract::save_power_profile(path, p);
       logger().info("saved {}: optimal limit {} W", path.string(),
                     mw_to_w(p.optimal_power_limit_mw));
     }
@@ -470,10 +475,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     gpus_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
     if (ranks_.is_master()) {
-      const auto path = train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
-      save_train_result(path, r);
+      const auto path = contract::train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
+      contract::save_train_result(path, r);
       logger().info("saved {}", path.string());
-      std::fprintf(stderr, "zeus: %s\n", summary_line(r).c_str());
+      std::fprintf(stderr, "zeus: %s\n", contract::summary_line(r).c_str());
       std::fflush(stderr);
     }
     gpus_->restore();

@@ -14,10 +14,10 @@
 #include <optional>
 #include <string>
 
+#include "zeus/contract/train_result.h"
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
 #include "zeus/job/node_gpus.h"
-#include "zeus/job/train_result.h"
 
 namespace zeus::job {
 
@@ -65,7 +65,7 @@ class EnergyJob {
   // The power limit the job's GPUs run at now.
   int64_t current_power_limit_mw() const;
   // The result once training is over (on every rank; the master wrote it).
-  const std::optional<TrainResult>& result() const;
+  const std::optional<contract::TrainResult>& result() const;
 
   class Impl;
 

@@ -12,6 +12,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/power.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_guard.h"
@@ -184,7 +185,7 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
     }
   }
   std::filesystem::create_directories(o_.log_dir);
-  const auto journal = o_.log_dir / device::journal_file_name(ranks_.node_rank);
+  const auto journal = contract::journal_path(o_.log_dir, ranks_.node_rank);
   if (!o_.measure_only) {
     // The guard first restores what an earlier job left in the journal, then takes the GPUs.
     guard_ = std::make_unique<device::PowerLimitGuard>(
@@ -253,8 +254,9 @@ void NodeGpus::start_epoch_log(int epoch) {
   for (size_t k = 0; k < owned_.size(); ++k) {
     // gpu{g}: g counts the job's GPUs node by node (Zeus names logs by GPU index).
     paths.push_back(o_.log_dir /
-                    fmt::format("bs{}+e{}+gpu{}.power.log", o_.global_batch_size, epoch,
-                                ranks_.node_rank * ranks_.local_world_size + static_cast<int>(k)));
+                    contract::power_log_name(
+                        {o_.global_batch_size, epoch,
+                         ranks_.node_rank * ranks_.local_world_size + static_cast<int>(k)}));
   }
   epoch_log_ = std::make_unique<monitor::PowerMonitor>(
       gpus_.get(), monitor::PowerMonitorOptions{

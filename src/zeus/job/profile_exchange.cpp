@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "zeus/common/errors.h"
+#include "zeus/contract/run_files.h"
 
 namespace zeus::job {
 
@@ -16,11 +17,11 @@ namespace zeus::job {
 std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& o,
                                                              Collectives& collectives) {
   const RankInfo ranks = collectives.ranks();
-  const auto path = optimize::power_profile_path(o.log_dir, o.global_batch_size);
+  const auto path = contract::power_profile_path(o.log_dir, o.global_batch_size);
   std::optional<optimize::PowerProfile> profile;
   agree(collectives, "loading the saved power profile", [&] {
     if (ranks.is_master()) {
-      profile = optimize::load_power_profile(path);
+      profile = contract::load_power_profile(path);
       if (profile && profile->global_batch_size != o.global_batch_size) {
         throw ConfigError(
             fmt::format("{} is for global batch size {}, not {}; delete it to profile again",

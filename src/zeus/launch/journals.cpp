@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zeus/common/errors.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/launch/supervisor.h"
@@ -17,7 +18,7 @@ namespace zeus::launch {
 void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
                      const std::function<void(const std::string&)>& say) {
   for (const auto& dir : dirs) {
-    const auto path = dir / device::journal_file_name(node_rank);
+    const auto path = contract::journal_path(dir, node_rank);
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
       continue;

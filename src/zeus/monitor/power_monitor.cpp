@@ -59,7 +59,7 @@ PowerMonitor::PowerMonitor(device::GpuSet* gpus, PowerMonitorOptions options)
           throw_posix_error("opening power log", path.string(), errno);
         }
         csv_fds_.push_back(std::move(fd));
-        write_all(csv_fds_.back().get(), "Time,Power\n", "writing", path.string());
+        write_all(csv_fds_.back().get(), kPowerLogHeader, "writing", path.string());
       }
     } catch (...) {
       // Only the files this constructor created (and truncated); a failure at the first open
@@ -127,12 +127,11 @@ void PowerMonitor::write_csv(const PowerSample& sample) {
   if (csv_fds_.empty()) {
     return;
   }
-  const std::string time = format_utc_ns(sample.wall_time);
   for (size_t i = 0; i < csv_fds_.size(); ++i) {
     if (!sample.power_mw[i]) {
       continue;
     }
-    write_all(csv_fds_[i].get(), fmt::format("{},{}\n", time, *sample.power_mw[i]),
+    write_all(csv_fds_[i].get(), power_log_row(sample.wall_time, *sample.power_mw[i]),
               "appending to power log", options_.csv_paths[i].string());
   }
 }

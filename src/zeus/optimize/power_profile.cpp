@@ -6,7 +6,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
 #include "zeus/common/parse.h"
@@ -169,22 +168,6 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
     throw ConfigError(fmt::format("power profile {} is corrupt ({}); delete it to profile again",
                                   source, e.what()));
   }
-}
-
-std::filesystem::path power_profile_path(const std::filesystem::path& dir, int64_t batch_size) {
-  return dir / fmt::format("bs{}.power.json", batch_size);
-}
-
-void save_power_profile(const std::filesystem::path& path, const PowerProfile& profile) {
-  write_file_atomic(path, to_json(profile));
-}
-
-std::optional<PowerProfile> load_power_profile(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return std::nullopt;
-  }
-  return power_profile_from_json(read_file(path), path.string());
 }
 
 }  // namespace zeus::optimize

@@ -1,9 +1,9 @@
-// Power-limit measurements, the choice of the optimal limit, and the saved profile
-// (`bs{B}.power.json`, fields as in Zeus: limits in W, throughput in iterations/s, power in W).
+// Power-limit measurements, the choice of the optimal limit, and the profile's JSON (the
+// `bs{B}.power.json` of Zeus: limits in W, throughput in iterations/s, power in W). No files:
+// contract/run_files.h names, writes and reads them.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <span>
@@ -53,13 +53,5 @@ struct PowerProfile {
 std::string to_json(const PowerProfile& profile);
 // Throws ConfigError naming `source` and the problem when the text is not a valid profile.
 PowerProfile power_profile_from_json(std::string_view text, std::string_view source);
-
-// `<dir>/bs{B}.power.json`.
-std::filesystem::path power_profile_path(const std::filesystem::path& dir, int64_t batch_size);
-// Atomic write (temp, fsync, rename).
-void save_power_profile(const std::filesystem::path& path, const PowerProfile& profile);
-// std::nullopt when the file does not exist; ConfigError naming the path when it is corrupt (a
-// corrupt profile is never silently re-profiled: delete it to profile again).
-std::optional<PowerProfile> load_power_profile(const std::filesystem::path& path);
 
 }  // namespace zeus::optimize

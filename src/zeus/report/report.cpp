@@ -7,7 +7,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
@@ -15,6 +14,7 @@
 #include "zeus/common/parse.h"
 #include "zeus/common/power.h"
 #include "zeus/common/units.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/optimize/cost.h"
 #include "zeus/report/svg_chart.h"
 
@@ -24,28 +24,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-PowerLog read_power_log(const fs::path& path, int64_t bs, int epoch, int gpu) {
-  PowerLog log{path, bs, epoch, gpu, {}};
-  const std::vector<std::string> lines = split(read_file(path), '\n');
-  for (size_t line_no = 1; line_no <= lines.size(); ++line_no) {
-    const std::string_view line = lines[line_no - 1];
-    if (line_no == 1 || line.empty()) {
-      continue;  // the header "Time,Power"
-    }
-    const size_t comma = line.find(',');
-    const auto t =
-        comma == std::string_view::npos ? std::nullopt : parse_utc_ns(line.substr(0, comma));
-    const auto mw = comma == std::string_view::npos ? std::nullopt
-                                                    : parse_number<int64_t>(line.substr(comma + 1));
-    if (!t || !mw) {
-      throw ConfigError(fmt::format("{}:{}: expected 'UTC time,power in mW', got '{}'",
-                                    path.string(), line_no, line));
-    }
-    log.samples.emplace_back(*t, mw_to_w(*mw));
-  }
-  return log;
-}
 
 const optimize::PowerProfile* profile_for(const RunData& run, int64_t bs) {
   for (const auto& [path, p] : run.profiles) {
@@ -77,14 +55,14 @@ std::vector<LimitRow> limit_rows(const optimize::PowerProfile& p, double eta, do
   return rows;
 }
 
-std::string summary_html(const job::TrainResult& r) {
+std::string summary_html(const contract::TrainResult& r) {
   std::string h = "<table class=\"kv\">";
   auto row = [&](std::string_view k, const std::string& v) {
     h += fmt::format("<tr><th>{}</th><td>{}</td></tr>", k, esc(v));
   };
   row("result",
       fmt::format("{} after {} epoch(s) ({})", r.reached ? "target reached" : "target not reached",
-                  r.num_epochs, job::to_string(r.stop_reason)));
+                  r.num_epochs, contract::to_string(r.stop_reason)));
   row("energy", fmt::format("{:.1f} J ({:.3f} Wh)", r.energy_j, r.energy_j / 3600));
   row("time", fmt::format("{:.1f} s", r.time_s));
   row("cost", fmt::format("{:.1f} (eta {}, MAXPOWER {:.0f} W)", r.cost, r.eta, r.max_power_w));
@@ -108,7 +86,7 @@ std::string summary_html(const job::TrainResult& r) {
   return h + "</table>\n";
 }
 
-std::string epochs_html(const job::TrainResult& r) {
+std::string epochs_html(const contract::TrainResult& r) {
   std::string h =
       "<table><tr><th>epoch</th><th>train iters</th><th>train s</th><th>train J</th><th>eval "
       "iters</th><th>eval s</th><th>eval J</th><th>limit W</th><th>metric</th></tr>";
@@ -123,7 +101,7 @@ std::string epochs_html(const job::TrainResult& r) {
   return h + "</table>\n";
 }
 
-std::string timeline_html(const RunData& run, const job::TrainResult& r) {
+std::string timeline_html(const RunData& run, const contract::TrainResult& r) {
   Chart c;
   c.title = fmt::format("Power per GPU, global batch size {} (profiling windows shaded)",
                         r.global_batch_size);
@@ -163,7 +141,7 @@ std::string timeline_html(const RunData& run, const job::TrainResult& r) {
   return render(c);
 }
 
-std::string profile_html(const optimize::PowerProfile& p, const job::TrainResult* r) {
+std::string profile_html(const optimize::PowerProfile& p, const contract::TrainResult* r) {
   const double eta = r ? r->eta : 0.5;
   const double maxp = r ? r->max_power_w : 0;
   const auto rows = limit_rows(p, eta, maxp);
@@ -245,34 +223,27 @@ RunData load_run(const fs::path& dir) {
   }
   RunData run;
   run.dir = dir;
-  const std::regex log_name(R"(bs(\d+)\+e(\d+)\+gpu(\d+)\.power\.log)");
-  const std::regex profile_name(R"(bs(\d+)\.power\.json)");
-  std::vector<fs::path> entries;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    entries.push_back(e.path());
+  const contract::RunDirListing files = contract::list_run_dir(dir);
+  for (const auto& [path, name] : files.train_results) {
+    run.results.emplace_back(path, contract::load_train_result(path));
   }
-  std::sort(entries.begin(), entries.end());
-  for (const auto& path : entries) {
-    const std::string name = path.filename().string();
-    std::smatch m;
-    if (name.ends_with(".train.json")) {
-      run.results.emplace_back(path, job::load_train_result(path));
-    } else if (std::regex_match(name, m, profile_name)) {
-      if (auto p = optimize::load_power_profile(path)) {
-        run.profiles.emplace_back(path, *p);
-      }
-    } else if (std::regex_match(name, m, log_name)) {
-      run.power_logs.push_back(
-          read_power_log(path, std::stoll(m[1]), std::stoi(m[2]), std::stoi(m[3])));
-    } else if (name == tune::kTriesFileName) {
-      run.tune_tries = tune::read_tries(path);
+  for (const auto& [path, bs] : files.power_profiles) {
+    if (auto p = contract::load_power_profile(path)) {
+      run.profiles.emplace_back(path, *p);
     }
+  }
+  for (const auto& [path, name] : files.power_logs) {
+    run.power_logs.push_back(
+        {path, name.global_batch_size, name.epoch, name.gpu, contract::read_power_log(path)});
+  }
+  if (files.tune_tries) {
+    run.tune_tries = tune::read_tries(*files.tune_tries);
   }
   if (run.results.empty() && run.profiles.empty() && run.tune_tries.empty()) {
     throw ConfigError(fmt::format(
         "'{}' holds no train results (*.train.json), power profiles (bs*.power.json) or tune "
         "history ({}); is it the log dir of a zeus::DataLoader or zeus tune run?",
-        dir.string(), tune::kTriesFileName));
+        dir.string(), contract::kTuneTriesName));
   }
   return run;
 }
@@ -315,7 +286,7 @@ std::string to_html(const RunData& run) {
 std::string to_markdown(const RunData& run) {
   std::string md = fmt::format("# zeus report: {}\n\n", run.dir.string());
   for (const auto& [path, r] : run.results) {
-    md += fmt::format("## {}\n\n{}\n\n", path.filename().string(), job::summary_line(r));
+    md += fmt::format("## {}\n\n{}\n\n", path.filename().string(), contract::summary_line(r));
     md +=
         "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
         "|---|---|---|---|---|---|---|\n";
@@ -356,7 +327,7 @@ std::string to_json(const RunData& run) {
   j["dir"] = run.dir.string();
   j["results"] = json::array();
   for (const auto& [path, r] : run.results) {
-    json one = json::parse(job::to_json(r));
+    json one = json::parse(contract::to_json(r));
     one["file"] = path.filename().string();
     j["results"].push_back(std::move(one));
   }

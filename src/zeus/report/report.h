@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "zeus/job/train_result.h"
+#include "zeus/contract/train_result.h"
 #include "zeus/optimize/power_profile.h"
 #include "zeus/tune/tuner.h"
 
@@ -26,7 +26,7 @@ struct PowerLog {
 
 struct RunData {
   std::filesystem::path dir;
-  std::vector<std::pair<std::filesystem::path, job::TrainResult>> results;  // by file name
+  std::vector<std::pair<std::filesystem::path, contract::TrainResult>> results;  // by file name
   std::vector<std::pair<std::filesystem::path, optimize::PowerProfile>> profiles;
   std::vector<PowerLog> power_logs;
   std::vector<tune::TuneTry> tune_tries;

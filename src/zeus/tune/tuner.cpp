@@ -19,7 +19,8 @@
 #include "zeus/common/json.h"
 #include "zeus/common/posix.h"
 #include "zeus/common/signal_pipe.h"
-#include "zeus/job/train_result.h"
+#include "zeus/contract/run_files.h"
+#include "zeus/contract/train_result.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 
 namespace zeus::tune {
@@ -206,14 +207,12 @@ void check_same_policy(const fs::path& log_dir, json saved, const std::vector<Tu
   }
 }
 
-// The result files a try left: DIR/{job_id}+bs*.train.json.
+// The result files a try left: the train results of `job_id` in DIR, any batch size.
 std::vector<fs::path> result_files(const fs::path& dir, const std::string& job_id) {
   std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with(job_id + "+bs") && name.ends_with(".train.json")) {
-      out.push_back(e.path());
+  for (const auto& [path, name] : contract::list_run_dir(dir).train_results) {
+    if (name.job_id == job_id) {
+      out.push_back(path);
     }
   }
   return out;
@@ -266,8 +265,8 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
   validate(o);
   {
     fs::create_directories(o.log_dir);
-    const fs::path options_path = o.log_dir / kOptionsFileName;
-    const fs::path tries_path = o.log_dir / kTriesFileName;
+    const fs::path options_path = o.log_dir / contract::kTuneOptionsName;
+    const fs::path tries_path = o.log_dir / contract::kTuneTriesName;
     const json options = options_json(o);
     std::vector<TuneTry> tries = read_tries(tries_path);
     if (fs::exists(options_path)) {
@@ -331,11 +330,9 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
       for (const auto& stale : result_files(o.log_dir, t.job_id)) {
         fs::remove(stale);  // left by a try that was killed before it was recorded
       }
-      std::map<std::string, std::string> env{
-          {"ZEUS_LOG_DIR", o.log_dir.string()},
-          {"ZEUS_JOB_ID", t.job_id},
-          {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)},
-          {"ZEUS_TUNE_BATCH_SIZE", std::to_string(t.batch_size)}};
+      std::map<std::string, std::string> env{{"ZEUS_LOG_DIR", o.log_dir.string()},
+                                             {"ZEUS_JOB_ID", t.job_id},
+                                             {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)}};
       env["ZEUS_COST_THRESH"] =
           std::isfinite(t.cost_threshold) ? fmt::format("{}", t.cost_threshold) : "inf";
       if (t.epoch_cap > 0) {
@@ -349,12 +346,13 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
       const auto files = result_files(o.log_dir, t.job_id);
       if (files.size() != 1) {
         throw Error(fmt::format(
-            "the command exited with code {} and wrote {} train results named "
-            "{}/{}+bs*.train.json (expected 1); fix it and run zeus tune again: it resumes at "
-            "recurrence {} try {}",
-            child.exit_code, files.size(), o.log_dir.string(), t.job_id, rec + 1, attempt + 1));
+            "the command exited with code {} and wrote {} train results named {}/{} (any "
+            "batch size; expected 1); fix it and run zeus tune again: it resumes at recurrence {} "
+            "try {}",
+            child.exit_code, files.size(), o.log_dir.string(),
+            contract::train_result_name(t.job_id, t.batch_size), rec + 1, attempt + 1));
       }
-      const job::TrainResult result = job::load_train_result(files.front());
+      const contract::TrainResult result = contract::load_train_result(files.front());
       t.energy_j = result.energy_j;
       t.time_s = result.time_s;
       t.cost = result.cost;

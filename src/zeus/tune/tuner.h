@@ -53,9 +53,7 @@ struct TuneTry {
   int epoch_cap = 0;           // lean's cap, passed as ZEUS_MAX_EPOCHS (0: none)
 };
 
-inline constexpr const char* kTriesFileName = "tune-tries.jsonl";
-inline constexpr const char* kOptionsFileName = "tune.json";
-
+// The history lives in contract::kTuneTriesName, the options in contract::kTuneOptionsName.
 std::string to_json_line(const TuneTry& t);
 TuneTry tune_try_from_json_line(std::string_view line, std::string_view where);
 // {} when the file is missing; ConfigError naming file:line for a malformed line.

@@ -1,4 +1,4 @@
-#include "zeus/job/train_result.h"
+#include "zeus/contract/train_result.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "zeus/common/json.h"
 #include "zeus/common/power.h"
 
-namespace zeus::job {
+namespace zeus::contract {
 
 using nlohmann::json;
 
@@ -171,11 +171,6 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
   }
 }
 
-std::filesystem::path train_result_path(const std::filesystem::path& dir, std::string_view job_id,
-                                        int64_t global_batch_size) {
-  return dir / fmt::format("{}+bs{}.train.json", job_id, global_batch_size);
-}
-
 void save_train_result(const std::filesystem::path& path, const TrainResult& result) {
   write_file_atomic(path, to_json(result));
 }
@@ -208,4 +203,4 @@ std::string summary_line(const TrainResult& r) {
   return line;
 }
 
-}  // namespace zeus::job
+}  // namespace zeus::contract

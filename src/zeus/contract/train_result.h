@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zeus::job {
+namespace zeus::contract {
 
 // One train + eval epoch, as the global master aggregated it (energy: all GPUs; time: the
 // slowest rank).
@@ -73,9 +73,6 @@ std::string to_json(const TrainResult& result);
 // Accepts Zeus's five-key files too. Throws ConfigError naming `source` when malformed.
 TrainResult train_result_from_json(std::string_view text, std::string_view source);
 
-// `<dir>/{job_id}+bs{B}.train.json`.
-std::filesystem::path train_result_path(const std::filesystem::path& dir, std::string_view job_id,
-                                        int64_t global_batch_size);
 // Atomic write; read throws IoError when missing, ConfigError naming the path when corrupt.
 void save_train_result(const std::filesystem::path& path, const TrainResult& result);
 TrainResult load_train_result(const std::filesystem::path& path);
@@ -83,4 +80,4 @@ TrainResult load_train_result(const std::filesystem::path& path);
 // The one-line summary the master prints at the end of a job.
 std::string summary_line(const TrainResult& result);
 
-}  // namespace zeus::job
+}  // namespace zeus::contract
