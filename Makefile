@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: deps configure build test test-python test-cuda test-gpu-check torch-wheel demo format format-check bench clean
+.PHONY: deps configure build test test-python test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -53,6 +53,26 @@ test-gpu-check: deps
 	test -x .venv-py/bin/python || scripts/install-python.sh
 	ZEUS_GPU_CHECK_RUN=1 .venv-py/bin/python -m pytest $(PYTEST_FLAGS) tests/gpu_check
 	cat build/gpu-check/ci-out/gpu-check.txt
+
+# A user's build, then zeus-cpp as a dependency: the plain Release configuration with no preset
+# (`cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build`; warnings stay
+# warnings), installed into one prefix and moved to another (the package is relocatable); then the
+# Fashion-MNIST example's own CMake project, as a user writes theirs, built against the moved
+# prefix with find_package(zeus_cpp CONFIG), and both programs run.
+PLAIN_DIR := build/plain
+PREFIX_DIR := build/prefix
+test-install: deps
+	cmake -S . -B $(PLAIN_DIR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(PLAIN_DIR) --parallel $(or $(CMAKE_BUILD_PARALLEL_LEVEL),2)
+	rm -rf $(PREFIX_DIR)-first $(PREFIX_DIR) build/consumer
+	cmake --install $(PLAIN_DIR) --prefix $(PREFIX_DIR)-first
+	mv $(PREFIX_DIR)-first $(PREFIX_DIR)
+	cmake -S examples/fashion_mnist -B build/consumer -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH=$(CURDIR)/$(PREFIX_DIR)
+	cmake --build build/consumer --parallel $(or $(CMAKE_BUILD_PARALLEL_LEVEL),2)
+	build/consumer/fashion_mnist --help > /dev/null
+	$(PREFIX_DIR)/bin/zeus simulate --gpu v100 --workload cifar100 --seeds 1 > /dev/null
+	@echo "test-install: the installed package builds a consumer and runs from $(PREFIX_DIR)"
 
 # Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
 # profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes

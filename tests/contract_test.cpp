@@ -6,12 +6,16 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "support/test_support.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/units.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/contract/train_result.h"
+#include "zeus/contract/worker_env.h"
 
 namespace zeus::contract {
 namespace {
@@ -123,7 +127,7 @@ TEST(PowerProfileFile, RoundTripsAndRejectsCorruptFiles) {
        R"({"batch_size": 8, "train_power": {"x": 5}, "train_throughput": {"x": 1}, "optimal_pl": 1})"}) {
     std::ofstream(path) << bad;
     try {
-      contract::load_power_profile(path);
+      (void)contract::load_power_profile(path);
       ADD_FAILURE() << bad;
     } catch (const ConfigError& e) {
       EXPECT_THAT(e.what(), HasSubstr(path.string())) << bad;
@@ -184,6 +188,71 @@ TEST(TrainResult, RoundTripsAndReadsZeusFiles) {
                        "optimal_pl": "high"})",
                    "z"),
                ConfigError);
+}
+
+// One lookup over a map, as a launcher's child would see its environment.
+EnvLookup lookup_in(const std::map<std::string, std::string>& env) {
+  return [env](std::string_view name) -> std::optional<std::string> {
+    const auto it = env.find(std::string(name));
+    if (it == env.end() || it->second.empty()) {
+      return std::nullopt;
+    }
+    return it->second;
+  };
+}
+
+TEST(WorkerEnv, RoundTripsThroughTheEnvironment) {
+  WorkerEnv w;
+  w.rank = 5;
+  w.local_rank = 1;
+  w.world_size = 8;
+  w.local_world_size = 4;
+  w.group_rank = 1;
+  w.group_world_size = 2;
+  w.role_name = "trainer";
+  w.master_addr = "node0";
+  w.master_port = 29401;
+  w.run_id = "job7";
+  w.max_restarts = 3;
+  w.restart_count = 2;
+  w.use_agent_store = true;
+  w.log_dir = "/tmp/logs";
+  w.journal_dir = "/tmp/journals";
+  const auto env = w.to_env();
+  EXPECT_EQ(env.at("ROLE_RANK"), "5");
+  EXPECT_EQ(env.at("ROLE_WORLD_SIZE"), "8");
+  EXPECT_EQ(env.at("ZEUS_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("TORCHELASTIC_USE_AGENT_STORE"), "True");
+  const auto back = worker_env_from(lookup_in(env));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->to_env(), env) << "every field survives the trip";
+  EXPECT_FALSE(worker_env_from(lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "1"}})))
+      << "not a worker without LOCAL_RANK";
+  try {
+    (void)worker_env_from(lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "two"}, {"LOCAL_RANK", "0"}}));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("WORLD_SIZE"));
+  }
+}
+
+TEST(WorkerEnv, EveryVariableWrittenIsDeclared) {
+  std::set<std::string> declared;
+  for (const EnvVar& v : all_env_vars()) {
+    declared.insert(std::string(v.name));
+  }
+  WorkerEnv w;
+  w.log_dir = "l";
+  w.journal_dir = "j";
+  JobEnv job{.log_dir = "l", .job_id = "x", .eta = 0.5, .cost_threshold = 1.0, .max_epochs = 3};
+  for (const auto& env : {w.to_env(), job.to_env()}) {
+    for (const auto& [name, value] : env) {
+      EXPECT_TRUE(declared.count(name)) << name << " is written but not declared in common/env.h";
+    }
+  }
+  EXPECT_EQ(JobEnv{.cost_threshold = std::numeric_limits<double>::infinity()}.to_env().at(
+                "ZEUS_COST_THRESH"),
+            "inf");
 }
 
 }  // namespace

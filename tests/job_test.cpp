@@ -15,6 +15,7 @@
 #include "zeus/contract/train_result.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
+#include "zeus/job/messages.h"
 #include "zeus/optimize/early_stop.h"
 
 namespace zeus::job {
@@ -39,6 +40,32 @@ struct CleanEnv {
     }
   }
 };
+
+// The saved profile crosses ranks as two typed messages (no indices outside messages.cpp): every
+// field comes back, a missing eval measurement stays missing, a short message is an error.
+TEST(Messages, AProfileRoundTripsAndAShortOneIsRefused) {
+  optimize::PowerProfile p;
+  p.global_batch_size = 256;
+  p.train[150'000] = {150'000, 41.5, 148.25};
+  p.train[300'000] = {300'000, 52.0, 290.5};
+  p.eval_throughput_ips = 90.0;
+  p.eval_power_w = 200.0;
+  const auto header = ProfileHeader::decode(ProfileHeader{p.train.size()}.encode());
+  ASSERT_EQ(header.limits, std::optional<size_t>(2));
+  const auto back = ProfileMessage::decode(ProfileMessage::encode(p), 2, 256);
+  EXPECT_EQ(back.global_batch_size, 256);
+  ASSERT_EQ(back.train.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.train.at(150'000).throughput_ips, 41.5);
+  EXPECT_DOUBLE_EQ(back.train.at(300'000).power_w, 290.5);
+  EXPECT_EQ(back.eval_power_w, std::optional<double>(200.0));
+  p.eval_throughput_ips.reset();
+  p.eval_power_w.reset();
+  EXPECT_FALSE(ProfileMessage::decode(ProfileMessage::encode(p), 2, 256).eval_power_w);
+  EXPECT_EQ(ProfileHeader::decode(ProfileHeader{}.encode()).limits, std::nullopt);
+  std::vector<double> short_one = ProfileMessage::encode(p);
+  short_one.pop_back();
+  EXPECT_THROW((void)ProfileMessage::decode(short_one, 2, 256), Error);
+}
 
 TEST(JobOptions, CodeBeatsEnvironmentBeatsDefaults) {
   CleanEnv env({{"ZEUS_TARGET_METRIC", "0.9"},

@@ -1,5 +1,6 @@
 // `zeus run`: the launch plan (torchrun's environment contract, validation) in process, and the
 // supervisor through the real binary: teardown, exit codes, signals, restarts, output, journal.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -408,6 +409,47 @@ TEST(ZeusRun, WorkersDieWithAKilledLauncher) {
     const int pid = std::stoi(ranks.at(rank).at("pid"));
     EXPECT_TRUE(gone_within(pid, std::chrono::seconds(10))) << "rank " << rank << " pid " << pid;
   }
+}
+
+// The sentinel is one of the launcher's children, reaped by it alone: when it dies, the launcher
+// says so and starts another, which then cleans up after a killed launcher as the first would.
+// (Before: the supervisor's waitpid(-1) reaped it unnoticed, and a launcher killed later left its
+// workers running.)
+TEST(ZeusRun, ADeadSentinelIsNoticedAndReplaced) {
+  const std::string mark = test::new_mark();
+  test::Child launcher(
+      {"/bin/sh", "-c",
+       "exec " + std::string(ZEUS_CLI_PATH) + " run --standalone --grace-period 2s " +
+           ZEUS_LAUNCH_WORKER_PATH + " sleep 2>&1"},
+      {{"ZEUS_TEST_MARK", mark}});
+  ASSERT_TRUE(launcher.wait_for_output("[0] pid=", std::chrono::seconds(20)));
+  // The sentinel: the launcher's child in a session of its own.
+  const auto sentinels = [&] {
+    std::vector<int> found;
+    for (int pid : test::marked(mark)) {
+      if (pid != launcher.pid() && ::getsid(pid) == pid) {
+        found.push_back(pid);
+      }
+    }
+    return found;
+  };
+  const std::vector<int> first = sentinels();
+  ASSERT_EQ(first.size(), 1u);
+  ::kill(first[0], SIGKILL);
+  ASSERT_TRUE(launcher.wait_for_output(
+      fmt::format("the sentinel (pid {}) was killed by signal 9 (SIGKILL); started another",
+                  first[0]),
+      std::chrono::seconds(20)));
+  ASSERT_TRUE(
+      test::eventually([&] { return sentinels().size() == 1 && sentinels()[0] != first[0]; },
+                       std::chrono::seconds(10)));
+  launcher.kill(SIGKILL);
+  const auto r = launcher.wait();
+  const int worker = std::stoi(by_rank(r.out).at(0).at("pid"));
+  EXPECT_TRUE(gone_within(worker, std::chrono::seconds(15))) << r.out;
+  EXPECT_TRUE(
+      test::eventually([&] { return test::marked(mark).empty(); }, std::chrono::seconds(15)))
+      << "left: " << ::testing::PrintToString(test::marked(mark));
 }
 
 TEST(ZeusRun, MaxRestartsRunsAgainUntilSuccessWithPerAttemptLogs) {

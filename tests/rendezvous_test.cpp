@@ -377,10 +377,10 @@ TEST(ApplyRound, GivesTheWorkersTheRoundsRanksWorldAndMaster) {
     WorkerSpec w;
     w.local_rank = local;
     w.rank = local;
-    w.env = {{"RANK", std::to_string(local)},
-             {"LOCAL_RANK", std::to_string(local)},
-             {"WORLD_SIZE", "2"},
-             {"ROLE_NAME", "trainer"}};
+    w.world.local_rank = local;
+    w.world.local_world_size = 2;
+    w.world.role_name = "trainer";
+    w.env = {{"OMP_NUM_THREADS", "3"}};
     plan.workers.push_back(w);
   }
   const RendezvousRound round{.round = 1,
@@ -408,6 +408,7 @@ TEST(ApplyRound, GivesTheWorkersTheRoundsRanksWorldAndMaster) {
     EXPECT_EQ(w.env.at("MASTER_ADDR"), "10.0.0.1");
     EXPECT_EQ(w.env.at("MASTER_PORT"), "29400");
     EXPECT_EQ(w.env.at("ROLE_NAME"), "trainer");
+    EXPECT_EQ(w.env.at("OMP_NUM_THREADS"), "3") << "the worker's other variables stay";
   }
   RendezvousRound too_small = round;
   too_small.world_size = 3;

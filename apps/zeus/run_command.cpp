@@ -25,12 +25,6 @@ int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostrea
         << plan.log_dir.string() << "\n";
   }
   launch::SupervisorIo io;
-  // The journals a worker may leave: the log dir of its zeus::DataLoader (ZEUS_LOG_DIR, default
-  // zeus_log/ in the working directory); the plan adds --log-dir.
-  if (const auto dir = get_env(kEnvLogDir)) {
-    io.journal_dirs.emplace_back(*dir);
-  }
-  io.journal_dirs.emplace_back("zeus_log");
   out.flush();
   err.flush();
   try {

@@ -1,11 +1,13 @@
 #include <pybind11/stl.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "zeus/cluster/device_binding.h"
 #include "zeus/cluster/env.h"
+#include "zeus/contract/worker_env.h"
 
 namespace py = pybind11;
 
@@ -58,6 +60,26 @@ void bind_cluster(py::module_& m) {
       "The CUDA device index this rank binds (the C++ runtime's rule): 0 when the launcher gave "
       "the worker one device of its own, else the local rank; ConfigError when it does not "
       "exist.");
+  m.def(
+      "worker_env_vars",
+      [](const cluster::Env& e) {
+        contract::WorkerEnv w;
+        w.rank = e.rank;
+        w.local_rank = e.local_rank;
+        w.world_size = e.world_size;
+        w.local_world_size = e.local_world_size;
+        w.group_rank = e.node_rank;
+        w.master_addr = e.master_addr;
+        w.master_port = e.master_port;
+        w.restart_count = e.restart_count;
+        w.use_agent_store = e.agent_store;
+        auto vars = w.to_env();
+        std::erase_if(vars, [](const auto& kv) { return kv.second.empty(); });
+        return vars;
+      },
+      py::arg("env"),
+      "The variables a worker of this world gets from zeus run (torchrun's names), as a dict: "
+      "what env:// initialization reads, for launchers that do not set them.");
   m.def(
       "resolve_error", [](const std::string& host) { return cluster::resolve_error(host); },
       py::arg("host"), "None when host resolves, else the resolver's reason.");

@@ -76,15 +76,9 @@ def init_torch(
             dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=timeout)
         else:
             # env:// is PyTorch's own path (it also serves torchrun's agent store); the launchers
-            # that do not set its variables (Slurm, --local_rank, Open MPI) get them here.
-            for name, value in (
-                ("MASTER_ADDR", env.master_addr),
-                ("MASTER_PORT", str(env.master_port)),
-                ("RANK", str(env.rank)),
-                ("WORLD_SIZE", str(env.world_size)),
-                ("LOCAL_RANK", str(env.local_rank)),
-                ("LOCAL_WORLD_SIZE", str(env.local_world_size)),
-            ):
+            # that do not set its variables (Slurm, --local_rank, Open MPI) get them here, as
+            # zeus run writes them (contract::WorkerEnv).
+            for name, value in _core.worker_env_vars(env).items():
                 os.environ.setdefault(name, value)
             dist.init_process_group(
                 backend,

@@ -31,6 +31,7 @@
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
+#include "zeus/process/child.h"
 
 namespace {
 
@@ -102,8 +103,11 @@ int main(int argc, char** argv) {
       std::printf("failing on purpose\n");
       return std::atoi(argv[3]);
     }
-    if (::fork() == 0)
-      wait_forever();  // a grandchild in the worker's process group
+    // A grandchild in the worker's process group, left running on purpose.
+    zeus::process::Child::fork_function({.own_group = false, .what = "a grandchild"}, [] {
+      wait_forever();
+      return 0;
+    }).detach();
     std::printf("pgid=%d\n", static_cast<int>(::getpgrp()));
     std::fflush(stdout);
     wait_forever();

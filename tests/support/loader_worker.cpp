@@ -6,7 +6,8 @@
 //   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0, or
 //   --kill-rank R, fails at step N of the first epoch, in the middle of profiling) --step-ms M
 //   (each step takes M ms) --fail-first-attempt-at-epoch E (rank 0 fails as epoch E begins, on a
-//   launcher's first attempt only: ZEUS_RESTART_COUNT unset or 0)
+//   launcher's first attempt only: ZEUS_RESTART_COUNT unset or 0) --log-dir-in-code DIR (the
+//   program sets JobOptions::log_dir itself, whatever ZEUS_LOG_DIR says)
 // Prints "rank=R local_rank=L pid=P epochs=E stop=..." per rank; exit 0 on a clean stop
 // (including the cost threshold), 2 on a configuration error, 1 otherwise.
 #include <ATen/Functions.h>
@@ -46,6 +47,7 @@ struct Args {
   int kill_rank = 0;
   int step_ms = 0;  // each step sleeps this long (a test can act in the middle of profiling)
   int fail_first_attempt_at_epoch = -1;
+  std::string log_dir_in_code;
 };
 
 Args parse(int argc, char** argv) {
@@ -87,6 +89,8 @@ Args parse(int argc, char** argv) {
       a.step_ms = *zeus::parse_number<int>(value());
     else if (arg == "--fail-first-attempt-at-epoch")
       a.fail_first_attempt_at_epoch = *zeus::parse_number<int>(value());
+    else if (arg == "--log-dir-in-code")
+      a.log_dir_in_code = value();
     else
       throw zeus::ConfigError("unknown flag " + arg);
   }
@@ -111,6 +115,9 @@ int run(const Args& a) {
                                               .distributed = mode,
                                               .num_workers = a.workers};
   train_options.job.progress_bar = a.progress;
+  if (!a.log_dir_in_code.empty()) {
+    train_options.job.log_dir = a.log_dir_in_code;
+  }
   if (a.bad_sampler) {
     train_options.sampler = std::make_shared<zeus::dist::DistributedSampler>(
         a.samples, zeus::dist::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});

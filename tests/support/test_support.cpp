@@ -6,9 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,6 +19,7 @@
 #include <thread>
 
 #include "zeus/common/posix.h"
+#include "zeus/process/child.h"
 
 namespace zeus::test {
 
@@ -161,28 +160,22 @@ void FakeRapl::set(const std::string& rel, int64_t energy_uj) {
 
 namespace {
 
-pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
-            const std::map<std::string, std::string>& env = {}) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  const ChildArgs child(argv, env);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, child.argv(), child.envp());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    throw std::runtime_error("posix_spawn " + argv[0] + " failed: " + std::to_string(rc));
-  }
-  return pid;
+process::Child spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+                     const std::map<std::string, std::string>& env = {}) {
+  return process::Child::start({.argv = argv,
+                                .env_overrides = env,
+                                .own_group = false,  // kill() reaches the process alone
+                                .stdin_fd = process::ChildFd::dev_null(),
+                                .stdout_fd = process::ChildFd::from(out_fd),
+                                .stderr_fd = process::ChildFd::from(err_fd),
+                                .what = "a test's child"});
 }
 
-void fill_status(int status, ProcessResult& result) {
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
+void fill_status(const process::ExitStatus& status, ProcessResult& result) {
+  if (status.signal != 0) {
+    result.signal = status.signal;
+  } else {
+    result.exit_code = status.exit_code;
   }
 }
 
@@ -194,22 +187,16 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::sec
   const auto err_path = dir / "stderr";
   const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t pid = spawn(argv, out_fd, err_fd);
+  process::Child child = spawn(argv, out_fd, err_fd);
   ::close(out_fd);
   ::close(err_fd);
   ProcessResult result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << argv[0] << " timed out after " << timeout.count() << " s";
-      break;
-    }
-    ::usleep(10'000);
+  std::optional<process::ExitStatus> status = child.wait_for(timeout);
+  if (!status) {
+    status = child.stop(std::chrono::seconds(0), SIGKILL);
+    ADD_FAILURE() << argv[0] << " timed out after " << timeout.count() << " s";
   }
-  fill_status(status, result);
+  fill_status(*status, result);
   const auto slurp = [](const std::filesystem::path& p) {
     std::ifstream in(p);
     std::stringstream ss;
@@ -226,16 +213,13 @@ Child::Child(const std::vector<std::string>& argv, const std::map<std::string, s
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe2 failed");
   }
-  pid_ = spawn(argv, fds[1], 2, env);
-  ::close(fds[1]);
+  UniqueFd write_end(fds[1]);
   out_fd_ = fds[0];
+  child_ = spawn(argv, write_end.get(), 2, env);
 }
 
 Child::~Child() {
-  if (!reaped_) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
+  child_.signal(SIGKILL);  // reaped by child_'s destructor
   ::close(out_fd_);
 }
 
@@ -262,15 +246,12 @@ bool Child::wait_for_output(const std::string& text, std::chrono::seconds timeou
 }
 
 void Child::kill(int signo) {
-  ::kill(pid_, signo);
+  child_.signal(signo);
 }
 
 ProcessResult Child::wait() {
   ProcessResult result;
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  reaped_ = true;
-  fill_status(status, result);
+  fill_status(child_.wait(), result);
   char buf[4096];
   ssize_t n = 0;
   while ((n = ::read(out_fd_, buf, sizeof(buf))) > 0) {

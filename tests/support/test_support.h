@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "zeus/process/child.h"
+
 namespace zeus::test {
 
 // A fresh directory under $TMPDIR, removed with its contents on destruction.
@@ -142,13 +144,12 @@ class Child {
   void kill(int signo);
   // Waits for exit and returns the result (stdout read so far, stderr not captured).
   ProcessResult wait();
-  int pid() const { return pid_; }
+  int pid() const { return child_.pid(); }
 
  private:
-  int pid_ = -1;
+  process::Child child_;
   int out_fd_ = -1;
   std::string out_;
-  bool reaped_ = false;
 };
 
 }  // namespace zeus::test

@@ -11,6 +11,7 @@
 #include "zeus/cluster/slurm.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/contract/worker_env.h"
 
 namespace zeus::cluster {
 namespace {
@@ -147,18 +148,18 @@ Env detect_env(const EnvOptions& options, const EnvLookup& lookup) {
     env.local_rank = options.local_rank.value_or(env.rank % env.local_world_size);
     env.node_rank = options.node_rank.value_or(env.rank / env.local_world_size);
     read_master(env, lookup);
-  } else if (lookup("RANK") && lookup("WORLD_SIZE") && lookup("LOCAL_RANK")) {
+  } else if (const auto worker = contract::worker_env_from(lookup)) {
     env.source = EnvSource::kTorchrun;
-    env.rank = *env_int(lookup, "RANK");
-    env.world_size = *env_int(lookup, "WORLD_SIZE");
-    env.local_rank = *env_int(lookup, "LOCAL_RANK");
-    env.local_world_size = env_int(lookup, "LOCAL_WORLD_SIZE").value_or(env.world_size);
-    env.node_rank = env_int(lookup, "GROUP_RANK").value_or(env.rank / env.local_world_size);
-    read_master(env, lookup);
-    // torchrun >= 2.0 serves the store from its agent on MASTER_PORT and says so here.
-    const auto agent = lookup("TORCHELASTIC_USE_AGENT_STORE");
-    env.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
-    env.restart_count = env_int(lookup, "TORCHELASTIC_RESTART_COUNT").value_or(0);
+    env.rank = worker->rank;
+    env.world_size = worker->world_size;
+    env.local_rank = worker->local_rank;
+    env.local_world_size = worker->local_world_size;
+    env.node_rank = worker->group_rank;
+    env.master_addr = worker->master_addr;
+    env.master_source = "MASTER_ADDR";
+    env.master_port = worker->master_port;
+    env.agent_store = worker->use_agent_store;
+    env.restart_count = worker->restart_count;
   } else if (options.legacy_local_rank) {
     env.source = EnvSource::kLegacyLocalRank;
     env.local_rank = *options.legacy_local_rank;

@@ -66,6 +66,13 @@ inline constexpr EnvVar kEnvSimClock{
     "Clock of the loader's simulated GPUs: virtual (instant) or real (sleeps)"};
 inline constexpr EnvVar kEnvLogLevel{"ZEUS_LOG_LEVEL", "info",
                                      "Log level: trace, debug, info, warn, error, off"};
+inline constexpr EnvVar kEnvJournalDir{
+    "ZEUS_JOURNAL_DIR", "",
+    "Set by zeus run for its workers: where they write power-limit journals, whatever log dir "
+    "the program chose (the launcher settles exactly there); unset: the job's log dir"};
+inline constexpr EnvVar kEnvRestartCount{
+    "ZEUS_RESTART_COUNT", "",
+    "Set by zeus run for its workers: TORCHELASTIC_RESTART_COUNT's value"};
 
 // Variables of other programs that zeus-cpp reads.
 inline constexpr EnvVar kEnvCudaVisibleDevices{
@@ -74,10 +81,35 @@ inline constexpr EnvVar kEnvCudaVisibleDevices{
 inline constexpr EnvVar kEnvCudaDeviceOrder{
     "CUDA_DEVICE_ORDER", "FASTEST_FIRST",
     "How CUDA numbers GPUs: FASTEST_FIRST, or PCI_BUS_ID (NVML's order)"};
+// torchrun's worker variables, which zeus run, zeus::dist::spawn and contract::WorkerEnv write
+// and cluster::detect_env reads.
+inline constexpr EnvVar kEnvRank{"RANK", "", "torchrun: the worker's global rank"};
+inline constexpr EnvVar kEnvLocalRank{"LOCAL_RANK", "", "torchrun: the worker's rank on its node"};
 inline constexpr EnvVar kEnvWorldSize{
     "WORLD_SIZE", "", "torchrun's world size (the loader warns when it is ignored)"};
-inline constexpr EnvVar kEnvPath{"PATH", "/usr/local/bin:/usr/bin:/bin",
-                                 "Where `zeus run` looks up a PROGRAM without a '/'"};
+inline constexpr EnvVar kEnvLocalWorldSize{"LOCAL_WORLD_SIZE", "",
+                                           "torchrun: workers on the worker's node"};
+inline constexpr EnvVar kEnvGroupRank{"GROUP_RANK", "", "torchrun: the node's rank"};
+inline constexpr EnvVar kEnvGroupWorldSize{"GROUP_WORLD_SIZE", "", "torchrun: the number of nodes"};
+inline constexpr EnvVar kEnvRoleName{"ROLE_NAME", "default", "torchrun: the workers' role"};
+inline constexpr EnvVar kEnvRoleRank{"ROLE_RANK", "", "torchrun: the rank within the role"};
+inline constexpr EnvVar kEnvRoleWorldSize{"ROLE_WORLD_SIZE", "",
+                                          "torchrun: the workers of the role"};
+inline constexpr EnvVar kEnvMasterAddr{"MASTER_ADDR", "", "torchrun: the host of rank 0's store"};
+inline constexpr EnvVar kEnvMasterPort{"MASTER_PORT", "29500",
+                                       "torchrun: the port of rank 0's store"};
+inline constexpr EnvVar kEnvTorchelasticRunId{"TORCHELASTIC_RUN_ID", "",
+                                              "torchrun: the run id (--rdzv-id)"};
+inline constexpr EnvVar kEnvTorchelasticMaxRestarts{"TORCHELASTIC_MAX_RESTARTS", "",
+                                                    "torchrun: --max-restarts"};
+inline constexpr EnvVar kEnvTorchelasticRestartCount{
+    "TORCHELASTIC_RESTART_COUNT", "0", "torchrun: how many times the workers were restarted"};
+inline constexpr EnvVar kEnvTorchelasticUseAgentStore{
+    "TORCHELASTIC_USE_AGENT_STORE", "False",
+    "torchrun: True when its agent serves the store on MASTER_PORT"};
+inline constexpr EnvVar kEnvPath{
+    "PATH", "/usr/local/bin:/usr/bin:/bin",
+    "Where `zeus run` and `zeus tune` look up a program without a '/'"};
 inline constexpr EnvVar kEnvGlibcTunables{
     "GLIBC_TUNABLES", "", "When set, glibc's malloc is the user's to tune, not the loader's"};
 

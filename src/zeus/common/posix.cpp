@@ -11,8 +11,6 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 
-extern char** environ;
-
 namespace zeus {
 
 std::string errno_string(int errnum) {
@@ -28,28 +26,6 @@ void throw_posix_error(std::string_view what, std::string_view path, int errnum)
     throw PermissionError(msg + "; check the file's permissions or run with the needed rights");
   }
   throw IoError(msg);
-}
-
-ChildArgs::ChildArgs(std::vector<std::string> args,
-                     const std::map<std::string, std::string>& env_overrides)
-    : args_(std::move(args)) {
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry = *e;
-    if (!env_overrides.contains(std::string(entry.substr(0, entry.find('='))))) {
-      env_.emplace_back(entry);
-    }
-  }
-  for (const auto& [name, value] : env_overrides) {
-    env_.push_back(name + "=" + value);
-  }
-  for (auto& a : args_) {
-    argv_.push_back(a.data());
-  }
-  argv_.push_back(nullptr);
-  for (auto& e : env_) {
-    envp_.push_back(e.data());
-  }
-  envp_.push_back(nullptr);
 }
 
 std::string boot_id() {

@@ -29,23 +29,6 @@ T check_posix(T rc, std::string_view what, std::string_view path) {
   return rc;
 }
 
-// The argument and environment arrays of a child process (posix_spawn, execve), owning their
-// strings: this process's environment with `env_overrides` added or replacing variables.
-class ChildArgs {
- public:
-  ChildArgs(std::vector<std::string> args, const std::map<std::string, std::string>& env_overrides);
-  ChildArgs(const ChildArgs&) = delete;
-  ChildArgs& operator=(const ChildArgs&) = delete;
-  char* const* argv() const { return argv_.data(); }
-  char* const* envp() const { return envp_.data(); }
-
- private:
-  std::vector<std::string> args_;
-  std::vector<std::string> env_;
-  std::vector<char*> argv_;
-  std::vector<char*> envp_;
-};
-
 // Owns a file descriptor: closed on destruction or reset(); -1 means none.
 class UniqueFd {
  public:

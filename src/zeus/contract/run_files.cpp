@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
@@ -101,6 +102,12 @@ std::optional<int> parse_journal_name(std::string_view file_name) {
   return n && *n > 0 ? n : std::nullopt;
 }
 
+std::string sim_state_name(int node_rank, int gpu_count, std::string_view gpu_model,
+                           std::string_view device_spec) {
+  return fmt::format(".sim-node{}-{}x{}-{}.state", node_rank, gpu_count, gpu_model,
+                     std::hash<std::string_view>{}(device_spec) % 1000000);
+}
+
 RunDirListing list_run_dir(const std::filesystem::path& dir) {
   RunDirListing out;
   std::vector<std::filesystem::path> entries;
@@ -156,6 +163,24 @@ std::vector<std::pair<int64_t, double>> read_power_log(const std::filesystem::pa
     samples.emplace_back(row->first, mw_to_w(row->second));
   }
   return samples;
+}
+
+std::filesystem::path run_journal_dir(const std::filesystem::path& log_dir,
+                                      std::string_view run_key) {
+  return log_dir / kRunJournalsDirName / run_key;
+}
+
+std::vector<std::filesystem::path> list_run_journal_dirs(const std::filesystem::path& log_dir) {
+  std::vector<std::filesystem::path> dirs;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(log_dir / kRunJournalsDirName, ec)) {
+    std::error_code type_ec;
+    if (entry.is_directory(type_ec)) {
+      dirs.push_back(entry.path());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
 }
 
 }  // namespace zeus::contract

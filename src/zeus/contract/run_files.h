@@ -6,6 +6,7 @@
 //   bs{B}+e{E}+gpu{G}.power.log      CSV `Time,Power` (UTC ns, mW) of GPU G in epoch E
 //   power-limits.journal             the limits node 0 must restore (node N: .node{N}.journal)
 //   tune.json, tune-tries.jsonl      `zeus tune`'s options and its history of tries
+//   .sim-node{N}-...state            the simulated GPUs' shared state (device/sim)
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,20 @@ inline constexpr std::string_view kJournalName = "power-limits.journal";
 std::string journal_name(int node_rank);
 std::optional<int> parse_journal_name(std::string_view file_name);
 
+// A launcher given no log dir (no --log-dir, no ZEUS_LOG_DIR) has its workers journal in a
+// directory of the run's own, DEFAULT_LOG_DIR/.journals/<run key>/, so that runs started at the
+// same time in one working directory, each program with the log dir it chose in code, keep
+// apart; each run settles its own, and the next run there settles every one whose owner died.
+inline constexpr std::string_view kRunJournalsDirName = ".journals";
+std::filesystem::path run_journal_dir(const std::filesystem::path& log_dir,
+                                      std::string_view run_key);
+// The run journal directories under `log_dir` (sorted; none when it has none).
+std::vector<std::filesystem::path> list_run_journal_dirs(const std::filesystem::path& log_dir);
+
+// The state the simulated GPUs of one node share (hidden; one per node and device spec).
+std::string sim_state_name(int node_rank, int gpu_count, std::string_view gpu_model,
+                           std::string_view device_spec);
+
 inline constexpr std::string_view kTuneOptionsName = "tune.json";
 inline constexpr std::string_view kTuneTriesName = "tune-tries.jsonl";
 
@@ -81,7 +96,8 @@ RunDirListing list_run_dir(const std::filesystem::path& dir);
 void save_power_profile(const std::filesystem::path& path, const optimize::PowerProfile& profile);
 // std::nullopt when the file does not exist; ConfigError naming the path when it is corrupt (a
 // corrupt profile is never silently re-profiled: delete it to profile again).
-std::optional<optimize::PowerProfile> load_power_profile(const std::filesystem::path& path);
+[[nodiscard]] std::optional<optimize::PowerProfile> load_power_profile(
+    const std::filesystem::path& path);
 
 // A power log's samples: (UTC ns since the Unix epoch, W). The file is written a whole row at a
 // time by monitor::PowerMonitor (its CSV); ConfigError naming the file and line when malformed.

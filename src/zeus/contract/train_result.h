@@ -75,7 +75,7 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
 
 // Atomic write; read throws IoError when missing, ConfigError naming the path when corrupt.
 void save_train_result(const std::filesystem::path& path, const TrainResult& result);
-TrainResult load_train_result(const std::filesystem::path& path);
+[[nodiscard]] TrainResult load_train_result(const std::filesystem::path& path);
 
 // The one-line summary the master prints at the end of a job.
 std::string summary_line(const TrainResult& result);

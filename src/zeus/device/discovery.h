@@ -34,6 +34,7 @@ struct OpenGpuSetOptions {
 // Opens "nvml", "sim:<gpu>[:<workload>[:<bs>]][@state]" or "auto" (NVML when it loads, else a
 // ConfigError that quotes NVML's reason and suggests --device sim:v100). Throws ConfigError for
 // an unknown locator and the backend's errors otherwise.
-std::unique_ptr<GpuSet> open_gpu_set(std::string_view locator, const OpenGpuSetOptions& options);
+[[nodiscard]] std::unique_ptr<GpuSet> open_gpu_set(std::string_view locator,
+                                                   const OpenGpuSetOptions& options);
 
 }  // namespace zeus::device

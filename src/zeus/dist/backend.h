@@ -68,7 +68,7 @@ class Backend {
     virtual void wait() = 0;
   };
   // Starts all_reduce_sum without waiting. The tensors must stay alive until wait().
-  std::unique_ptr<Pending> start_all_reduce_sum(std::vector<at::Tensor>& tensors);
+  [[nodiscard]] std::unique_ptr<Pending> start_all_reduce_sum(std::vector<at::Tensor>& tensors);
 
   struct Impl;  // opaque: the c10d objects
 

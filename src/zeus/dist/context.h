@@ -106,7 +106,7 @@ class Context {
 
 // Creates the process's Context (and makes it current). Throws ConfigError for a bad
 // environment or a missing device, StoreError/PeerFailed when the rendezvous fails.
-std::shared_ptr<Context> init(const InitOptions& options = {});
+[[nodiscard]] std::shared_ptr<Context> init(const InitOptions& options = {});
 // The context init() made; throws Error when init() was not called.
 Context& current();
 bool is_master();

@@ -3,12 +3,12 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +22,9 @@
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
+#include "zeus/contract/worker_env.h"
 #include "zeus/dist/context.h"
+#include "zeus/process/child.h"
 
 namespace zeus::dist {
 namespace {
@@ -55,16 +57,37 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-pid_t start_worker(const std::vector<std::string>& args,
-                   const std::map<std::string, std::string>& extra) {
-  const ChildArgs child(args, extra);
-  pid_t pid = -1;
-  const int rc =
-      ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, child.argv(), child.envp());
-  if (rc != 0) {
-    throw_posix_error("spawning worker", "/proc/self/exe", rc);
+process::Child start_worker(int rank, const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& extra) {
+  // argv[0] as this process got it, the program itself from /proc/self/exe.
+  process::ChildSpec spec{.argv = args,
+                          .program = "/proc/self/exe",
+                          .env_overrides = extra,
+                          // In our process group: a terminal's Ctrl-C reaches the ranks as before.
+                          .own_group = false,
+                          .parent_death_signal = SIGTERM,
+                          .what = fmt::format("spawned worker rank {}", rank)};
+  return process::Child::start(spec);
+}
+
+// Waits until one of `children` (some may have ended) exits or `until`; polls their pidfds.
+void wait_any(std::vector<process::Child>& children,
+              std::optional<std::chrono::steady_clock::time_point> until) {
+  std::vector<pollfd> fds;
+  bool all_pollable = true;
+  for (auto& c : children) {
+    if (c.running()) {
+      all_pollable = all_pollable && c.exit_fd() >= 0;
+      fds.push_back({c.exit_fd(), POLLIN, 0});
+    }
   }
-  return pid;
+  int timeout_ms = all_pollable ? 1000 : 5;
+  if (until) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(*until - std::chrono::steady_clock::now());
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, timeout_ms));
+  }
+  ::poll(fds.data(), fds.size(), timeout_ms);
 }
 
 // A worker's failure, as it left it for the parent: when, whether it was only a consequence of
@@ -133,48 +156,50 @@ int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn) 
   if (::mkdtemp(error_dir.data()) == nullptr) {
     throw_posix_error("creating spawn error directory", error_dir, errno);
   }
-  std::map<pid_t, int> rank_of;
+  std::vector<process::Child> children;
+  children.reserve(static_cast<size_t>(options.nprocs));
   for (int r = 0; r < options.nprocs; ++r) {
-    const std::map<std::string, std::string> env{
-        {"RANK", std::to_string(r)},
-        {"LOCAL_RANK", std::to_string(r)},
-        {"WORLD_SIZE", std::to_string(options.nprocs)},
-        {"LOCAL_WORLD_SIZE", std::to_string(options.nprocs)},
-        {"GROUP_RANK", "0"},
-        {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", std::to_string(port)},
-        {std::string(kEnvSpawnWorker.name), "1"},
-        {std::string(kEnvSpawnErrorDir.name), error_dir}};
-    rank_of[start_worker(args, env)] = r;
+    contract::WorkerEnv world;
+    world.rank = world.local_rank = r;
+    world.world_size = world.local_world_size = options.nprocs;
+    world.master_addr = "127.0.0.1";
+    world.master_port = port;
+    std::map<std::string, std::string> env = world.to_env();
+    env[std::string(kEnvSpawnWorker.name)] = "1";
+    env[std::string(kEnvSpawnErrorDir.name)] = error_dir;
+    children.push_back(start_worker(r, args, env));
   }
-  // Note [spawn supervision]: the first worker to fail stops the others (SIGTERM), so a job
-  // never waits on ranks that can no longer finish.
+  // Note [spawn supervision]: the first worker to fail stops the others (SIGTERM, then SIGKILL
+  // after the grace period), so a job never waits on ranks that can no longer finish.
   std::string failure;
-  while (!rank_of.empty()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) {
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  size_t running = children.size();
+  while (running > 0) {
+    wait_any(children, kill_at);
+    for (size_t r = 0; r < children.size(); ++r) {
+      auto& child = children[r];
+      if (!child.running()) {
         continue;
       }
-      break;
-    }
-    const auto it = rank_of.find(pid);
-    if (it == rank_of.end()) {
-      continue;
-    }
-    const int rank = it->second;
-    rank_of.erase(it);
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && failure.empty()) {
-      failure = WIFEXITED(status)
-                    ? fmt::format("spawned worker rank {} (pid {}) exited with code {}", rank, pid,
-                                  WEXITSTATUS(status))
-                    : fmt::format("spawned worker rank {} (pid {}) was killed by signal {}", rank,
-                                  pid, WTERMSIG(status));
-      for (const auto& [other, r] : rank_of) {
-        ::kill(other, SIGTERM);
+      const auto status = child.try_wait();
+      if (!status) {
+        continue;
       }
+      --running;
+      if (!status->ok() && failure.empty()) {
+        failure =
+            fmt::format("spawned worker rank {} (pid {}) {}", r, child.pid(), status->describe());
+        for (auto& other : children) {
+          other.signal(SIGTERM);
+        }
+        kill_at = std::chrono::steady_clock::now() + options.grace_period;
+      }
+    }
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      for (auto& other : children) {
+        other.signal(SIGKILL);
+      }
+      kill_at.reset();
     }
   }
   // The root cause is the earliest error that was not a consequence of another rank's failure.

@@ -127,6 +127,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
                                   r.warmup_iters, r.profile_iters));
   }
   r.log_dir = o.log_dir.value_or(get_env_or_default(kEnvLogDir));
+  r.journal_dir = get_env(kEnvJournalDir).value_or(r.log_dir.string());
   r.job_id = o.job_id.value_or(get_env_or_default(kEnvJobId));
   if (r.job_id.empty() || r.job_id.find('/') != std::string::npos) {
     throw ConfigError(fmt::format("job id '{}' ({}) must be non-empty and contain no '/'", r.job_id,

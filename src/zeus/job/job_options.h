@@ -43,6 +43,9 @@ struct ResolvedJobOptions {
   int warmup_iters = 10;
   int profile_iters = 40;
   std::filesystem::path log_dir;
+  // Where the power-limit journals go: the launcher's ZEUS_JOURNAL_DIR (the journal handshake,
+  // contract/worker_env.h), else log_dir.
+  std::filesystem::path journal_dir;
   std::string job_id;
   bool observer_mode = false;
   bool measure_only = false;

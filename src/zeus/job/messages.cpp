@@ -93,4 +93,47 @@ DecisionMessage DecisionMessage::decode(std::span<const double> v) {
   return d;
 }
 
+std::vector<double> ProfileHeader::encode() const {
+  return {limits ? static_cast<double>(*limits) : -1.0};
+}
+
+ProfileHeader ProfileHeader::decode(std::span<const double> v) {
+  check_size(v, kSize, "the profile header");
+  if (v[0] < 0) {
+    return {};
+  }
+  return {static_cast<size_t>(v[0])};
+}
+
+std::vector<double> ProfileMessage::encode(const optimize::PowerProfile& profile) {
+  std::vector<double> v;
+  v.reserve(size(profile.train.size()));
+  for (const auto& [mw, m] : profile.train) {
+    v.push_back(static_cast<double>(mw));
+    v.push_back(m.throughput_ips);
+    v.push_back(m.power_w);
+  }
+  v.push_back(profile.eval_throughput_ips.value_or(std::nan("")));
+  v.push_back(profile.eval_power_w.value_or(std::nan("")));
+  return v;
+}
+
+optimize::PowerProfile ProfileMessage::decode(std::span<const double> v, size_t limits,
+                                              int64_t global_batch_size) {
+  check_size(v, size(limits), "the profile message");
+  optimize::PowerProfile p;
+  p.global_batch_size = global_batch_size;
+  for (size_t i = 0; i < limits; ++i) {
+    const std::span<const double> limit = v.subspan(kPerLimit * i, kPerLimit);
+    const auto mw = static_cast<int64_t>(limit[0]);
+    p.train[mw] = {mw, limit[1], limit[2]};
+  }
+  const std::span<const double> eval = v.subspan(kPerLimit * limits, 2);
+  if (!std::isnan(eval[0])) {
+    p.eval_throughput_ips = eval[0];
+    p.eval_power_w = eval[1];
+  }
+  return p;
+}
+
 }  // namespace zeus::job

@@ -25,6 +25,7 @@
 #include "zeus/common/power.h"
 #include "zeus/job/collectives.h"
 #include "zeus/optimize/early_stop.h"
+#include "zeus/optimize/power_profile.h"
 
 namespace zeus::job {
 
@@ -36,6 +37,26 @@ struct LimitRangeMessage {
   static constexpr size_t kSize = 3;
   std::vector<double> encode() const;
   static LimitRangeMessage decode(std::span<const double> v);
+};
+
+// 1b. Broadcast by rank 0 in two parts (profile_exchange.h): ProfileHeader [n: the number of
+// limits, -1 for no profile], then ProfileMessage: n x [limit_mw, train throughput it/s, train
+// power W], then [eval throughput, eval power] (NaN when the profile has no eval measurement).
+struct ProfileHeader {
+  std::optional<size_t> limits;  // std::nullopt: no saved profile
+
+  static constexpr size_t kSize = 1;
+  std::vector<double> encode() const;
+  static ProfileHeader decode(std::span<const double> v);
+};
+
+struct ProfileMessage {
+  static constexpr size_t kPerLimit = 3;
+  static size_t size(size_t limits) { return kPerLimit * limits + 2; }
+  static std::vector<double> encode(const optimize::PowerProfile& profile);
+  // The profile for `global_batch_size` from a message of `limits` limits.
+  static optimize::PowerProfile decode(std::span<const double> v, size_t limits,
+                                       int64_t global_batch_size);
 };
 
 // 2. All-reduced: [elapsed_s of rank 0 .. rank W-1, node energy_j (local masters add theirs)].

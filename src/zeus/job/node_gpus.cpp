@@ -90,9 +90,8 @@ void NodeGpus::open_simulated() {
   so.gpu_count_from_state = false;
   if (so.state_path.empty()) {
     // One state per node and spec, so that ranks share their GPUs' limits and energy.
-    so.state_path =
-        o_.log_dir / fmt::format(".sim-node{}-{}x{}-{}.state", ranks_.node_rank, so.gpu_count,
-                                 so.gpu_model, std::hash<std::string>{}(o_.device) % 1000000);
+    so.state_path = o_.log_dir / contract::sim_state_name(ranks_.node_rank, so.gpu_count,
+                                                          so.gpu_model, o_.device);
   }
   std::filesystem::create_directories(so.state_path.parent_path());
   auto sim = std::make_unique<device::sim::SimGpuSet>(std::move(so));
@@ -184,8 +183,8 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
           mw_to_w(range_.min_mw), mw_to_w(range_.max_mw)));
     }
   }
-  std::filesystem::create_directories(o_.log_dir);
-  const auto journal = contract::journal_path(o_.log_dir, ranks_.node_rank);
+  std::filesystem::create_directories(o_.journal_dir);
+  const auto journal = contract::journal_path(o_.journal_dir, ranks_.node_rank);
   if (!o_.measure_only) {
     // The guard first restores what an earlier job left in the journal, then takes the GPUs.
     guard_ = std::make_unique<device::PowerLimitGuard>(

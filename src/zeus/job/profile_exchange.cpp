@@ -2,18 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <vector>
 
 #include "zeus/common/errors.h"
 #include "zeus/contract/run_files.h"
+#include "zeus/job/messages.h"
 
 namespace zeus::job {
 
-// Protocol (two broadcasts from rank 0):
-//   1. [n]: the number of limits in the profile, or -1 for none (then nothing follows);
-//   2. n x [limit mW, train throughput it/s, train power W], then [eval throughput, eval power]
-//      (NaN when the profile has no eval measurement).
+// Two broadcasts from rank 0: ProfileHeader, then ProfileMessage (messages.h).
 std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& o,
                                                              Collectives& collectives) {
   const RankInfo ranks = collectives.ranks();
@@ -29,35 +26,17 @@ std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOp
       }
     }
   });
-  std::vector<double> head{profile ? static_cast<double>(profile->train.size()) : -1.0};
+  std::vector<double> head =
+      ProfileHeader{profile ? std::optional(profile->train.size()) : std::nullopt}.encode();
   collectives.broadcast(head, 0);
-  if (head[0] < 0) {
+  const ProfileHeader header = ProfileHeader::decode(head);
+  if (!header.limits) {
     return std::nullopt;
   }
-  const auto n = static_cast<size_t>(head[0]);
-  std::vector<double> flat(3 * n + 2, std::nan(""));
-  if (profile) {
-    size_t i = 0;
-    for (const auto& [mw, m] : profile->train) {
-      flat[i++] = static_cast<double>(mw);
-      flat[i++] = m.throughput_ips;
-      flat[i++] = m.power_w;
-    }
-    flat[i++] = profile->eval_throughput_ips.value_or(std::nan(""));
-    flat[i] = profile->eval_power_w.value_or(std::nan(""));
-  }
-  collectives.broadcast(flat, 0);
-  optimize::PowerProfile p;
-  p.global_batch_size = o.global_batch_size;
-  for (size_t i = 0; i < n; ++i) {
-    const auto mw = static_cast<int64_t>(flat[3 * i]);
-    p.train[mw] = {mw, flat[3 * i + 1], flat[3 * i + 2]};
-  }
-  if (!std::isnan(flat[3 * n])) {
-    p.eval_throughput_ips = flat[3 * n];
-    p.eval_power_w = flat[3 * n + 1];
-  }
-  return p;
+  std::vector<double> body = profile ? ProfileMessage::encode(*profile)
+                                     : std::vector<double>(ProfileMessage::size(*header.limits));
+  collectives.broadcast(body, 0);
+  return ProfileMessage::decode(body, *header.limits, o.global_batch_size);
 }
 
 }  // namespace zeus::job

@@ -12,6 +12,8 @@
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/posix.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/launch/elastic.h"
 #include "zeus/launch/ports.h"
@@ -331,6 +333,16 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     // As torchrun: --tee/--redirects without --log-dir write under a fresh temporary directory.
     plan.log_dir = std::filesystem::temp_directory_path() / ("zeus-run-" + plan.run_id);
   }
+  // Not the temporary directory above: a later run looks for a stale journal in the same place.
+  if (!options.log_dir.empty()) {
+    plan.journal_dir = std::filesystem::absolute(options.log_dir);
+  } else if (const auto dir = context.env("ZEUS_LOG_DIR"); dir && !dir->empty()) {
+    plan.journal_dir = std::filesystem::absolute(*dir);
+  } else {
+    plan.run_journals_root = std::filesystem::absolute(std::string(kEnvLogDir.default_value));
+    plan.journal_dir = contract::run_journal_dir(
+        *plan.run_journals_root, fmt::format("{}-{}-{}", host_name(), ::getpid(), plan.run_id));
+  }
   if (!options.devices_per_worker_all && !options.devices.empty() &&
       static_cast<int>(options.devices.size()) < plan.nproc_per_node) {
     throw ConfigError(fmt::format(
@@ -359,23 +371,23 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
       w.argv.insert(w.argv.begin() + static_cast<std::ptrdiff_t>(insert_at),
                     fmt::format("--local_rank={}", local));
     }
+    w.world.local_rank = local;
+    w.world.local_world_size = plan.nproc_per_node;
+    w.world.role_name = options.role;
+    w.world.run_id = plan.run_id;
+    w.world.max_restarts = plan.max_restarts;
+    w.world.journal_dir = plan.journal_dir;
+    if (!plan.log_dir.empty() && !context.env("ZEUS_LOG_DIR")) {
+      w.world.log_dir = plan.log_dir;
+    }
     set_world_env(w, plan);
     auto& env = w.env;
-    env["LOCAL_RANK"] = std::to_string(local);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc_per_node);
-    env["ROLE_NAME"] = options.role;
-    env["TORCHELASTIC_RUN_ID"] = plan.run_id;
-    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
-    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
     if (omp) {
       env["OMP_NUM_THREADS"] = *omp;
     }
     // Output goes through a pipe: without this, Python would hold lines back in its buffer.
     if (!context.env("PYTHONUNBUFFERED")) {
       env["PYTHONUNBUFFERED"] = "1";
-    }
-    if (!plan.log_dir.empty() && !context.env("ZEUS_LOG_DIR")) {
-      env["ZEUS_LOG_DIR"] = plan.log_dir.string();
     }
     if (!options.devices.empty()) {
       env["CUDA_VISIBLE_DEVICES"] = options.devices_per_worker_all
@@ -393,21 +405,25 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
 }
 
 void set_world_env(WorkerSpec& worker, const LaunchPlan& plan) {
-  auto& env = worker.env;
-  env["RANK"] = std::to_string(worker.rank);
-  env["WORLD_SIZE"] = std::to_string(plan.world_size);
-  env["GROUP_RANK"] = std::to_string(plan.node_rank);
-  env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
-  env["ROLE_RANK"] = std::to_string(worker.rank);
-  env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
-  env["MASTER_ADDR"] = plan.master_addr;
-  env["MASTER_PORT"] = std::to_string(plan.master_port);
+  contract::WorkerEnv& w = worker.world;
+  w.rank = worker.rank;
+  w.world_size = plan.world_size;
+  w.group_rank = plan.node_rank;
+  w.group_world_size = plan.nnodes;
+  w.master_addr = plan.master_addr;
+  w.master_port = plan.master_port;
+  for (auto& [name, value] : w.to_env()) {
+    worker.env[name] = std::move(value);
+  }
 }
 
 std::map<std::string, std::string> attempt_env(const WorkerSpec& worker, int restart_count) {
   std::map<std::string, std::string> env = worker.env;
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_count);
-  env["ZEUS_RESTART_COUNT"] = std::to_string(restart_count);
+  contract::WorkerEnv w = worker.world;
+  w.restart_count = restart_count;
+  for (auto& [name, value] : w.to_env()) {
+    env[name] = std::move(value);
+  }
   return env;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zeus/cluster/env.h"
+#include "zeus/contract/worker_env.h"
 #include "zeus/launch/rendezvous.h"
 
 namespace zeus::launch {
@@ -74,6 +75,7 @@ struct WorkerSpec {
   int rank = 0;
   int local_rank = 0;
   std::vector<std::string> argv;
+  contract::WorkerEnv world;               // what the worker is told of its world (in `env` too)
   std::map<std::string, std::string> env;  // added to (or replacing) the launcher's environment
   int tee_bits = 0;                        // streams also written to the log files
   int redirect_bits = 0;  // streams written to the log files only (not the console)
@@ -100,6 +102,13 @@ struct LaunchPlan {
   int max_restarts = 0;
   std::chrono::nanoseconds grace_period{};
   std::filesystem::path log_dir;  // empty: no per-rank log files
+  // Where the workers write their power-limit journals (ZEUS_JOURNAL_DIR) and so where this
+  // launcher settles them, absolute: --log-dir, else the launcher's ZEUS_LOG_DIR, else a
+  // directory of this run's own under zeus_log/.journals/ (contract::run_journal_dir).
+  std::filesystem::path journal_dir;
+  // Set when journal_dir is a run's own: where the other runs' are (zeus_log/, absolute), whose
+  // journals this launcher also settles when their owners are gone.
+  std::optional<std::filesystem::path> run_journals_root;
   std::string run_id;
   std::vector<WorkerSpec> workers;  // attempt 0; restart_env() gives later attempts'
   // Set: ranks, world and master come from each rendezvous round (launch/elastic.h).
@@ -128,8 +137,8 @@ LaunchContext default_launch_context();
 // is busy, --slurm outside a Slurm allocation, bad --tee/--redirects/--devices.
 LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context);
 
-// The variables of `worker` that follow from its rank and the plan's world: RANK, WORLD_SIZE,
-// GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+// The worker's world from its rank and the plan's (rank, world, node, nodes, master), written
+// into its environment with the rest of its contract::WorkerEnv.
 void set_world_env(WorkerSpec& worker, const LaunchPlan& plan);
 
 // The environment of `worker` for restart attempt `restart_count`.

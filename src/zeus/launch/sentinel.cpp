@@ -4,14 +4,15 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 
+#include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/launch/supervisor.h"
 
@@ -41,20 +42,14 @@ bool wait_gone(const std::vector<pid_t>& groups, Clock::time_point deadline) {
   }
 }
 
-[[noreturn]] void sentinel_main(int pipe_fd, const SentinelOptions& o) {
-  // Hold nothing of the launcher's but the pipe and the error stream: a reader of the launcher's
-  // stdout sees its end when the launcher ends, not when the sentinel does.
-  const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (o.err_fd != STDERR_FILENO) {
-    ::dup2(o.err_fd, STDERR_FILENO);
-  }
-  if (devnull >= 0) {
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(devnull, STDOUT_FILENO);
-  }
-  ::dup2(pipe_fd, 3);
-  ::close_range(4, ~0U, 0);
-  const int fd = 3;
+constexpr int kPipeFd = 3;  // the read end, in the sentinel
+
+int sentinel_main(const SentinelOptions& o) {
+  // Hold nothing of the launcher's but the pipe and the error stream (the process spec put them
+  // at 2 and 3, /dev/null at 0 and 1): a reader of the launcher's stdout sees its end when the
+  // launcher ends, not when the sentinel does.
+  ::close_range(kPipeFd + 1, ~0U, 0);
+  const int fd = kPipeFd;
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
@@ -78,7 +73,7 @@ bool wait_gone(const std::vector<pid_t>& groups, Clock::time_point deadline) {
     for (size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1)) {
       const std::string line = buffer.substr(0, nl);
       if (line == "D") {
-        ::_exit(0);
+        return 0;
       }
       if (line.rfind("G", 0) == 0) {
         groups.clear();
@@ -105,38 +100,58 @@ bool wait_gone(const std::vector<pid_t>& groups, Clock::time_point deadline) {
     wait_gone(groups, Clock::now() + std::chrono::seconds(5));
   }
   settle_journals(o.journal_dirs, o.node_rank, say);
-  ::_exit(0);
+  return 0;
 }
 
 }  // namespace
 
-Sentinel::Sentinel(SentinelOptions options) {
+Sentinel::Sentinel(SentinelOptions options) : options_(std::move(options)) {
+  start();
+}
+
+void Sentinel::start() {
   int fds[2];
   check_posix(::pipe2(fds, O_CLOEXEC), "create the sentinel's pipe", "zeus run");
   UniqueFd read_end(fds[0]);
-  pipe_ = UniqueFd(fds[1]);
-  pid_ = ::fork();
-  if (pid_ < 0) {
-    throw_posix_error("fork the sentinel", "zeus run", errno);
-  }
-  if (pid_ == 0) {
-    pipe_.reset();  // only the launcher holds the write end: its death is our end of file
-    ::setsid();
-    sentinel_main(read_end.get(), options);
-  }
+  pipe_ = UniqueFd(fds[1]);  // only the launcher holds the write end: its death is our EOF
+  child_ = process::Child::fork_function({.new_session = true,
+                                          .stdin_fd = process::ChildFd::dev_null(),
+                                          .stdout_fd = process::ChildFd::dev_null(),
+                                          .stderr_fd = process::ChildFd::from(options_.err_fd),
+                                          .extra_fds = {{kPipeFd, read_end.get()}},
+                                          .what = "the sentinel"},
+                                         [this] { return sentinel_main(options_); });
 }
 
 Sentinel::~Sentinel() {
-  if (pid_ <= 0) {
+  if (!child_.started()) {
     return;
   }
   const char done[] = "D\n";
   [[maybe_unused]] ssize_t n = ::write(pipe_.get(), done, sizeof(done) - 1);
   pipe_.reset();
-  ::waitpid(pid_, nullptr, 0);  // it may have been reaped by the supervisor's waitpid(-1) already
+  try {
+    child_.wait();
+  } catch (const Error&) {
+    // Nothing left to wait for.
+  }
+}
+
+std::optional<std::string> Sentinel::check() {
+  const std::optional<process::ExitStatus> status = child_.try_wait();
+  if (!status) {
+    return std::nullopt;
+  }
+  const pid_t old = child_.pid();
+  start();
+  watch(groups_);
+  return fmt::format(
+      "the sentinel (pid {}) {}; started another (pid {}) to clean up if the launcher is killed",
+      old, status->describe(), child_.pid());
 }
 
 void Sentinel::watch(const std::vector<pid_t>& pgids) {
+  groups_ = pgids;
   std::string line = "G";
   for (pid_t g : pgids) {
     fmt::format_to(std::back_inserter(line), " {}", g);  // not " " + s: GCC 12 -O3 bug 105329

@@ -6,9 +6,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "zeus/common/posix.h"
+#include "zeus/process/child.h"
 
 namespace zeus::launch {
 
@@ -29,7 +32,9 @@ struct SentinelOptions {
 //      sentinel sends every group SIGTERM too (reaching what the workers started), SIGKILL after
 //      the grace period, and then settles the node's power-limit journals as the launcher would
 //      have (launch::settle_journals).
-// Contract: one per run, used from the launcher's thread.
+// The sentinel is a process::Child of the launcher, reaped by it alone; check() notices one that
+// died (killed by hand, the OOM killer) and starts another, told the current groups.
+// Contract: one per run, used from the launcher's thread, forked while it is single-threaded.
 class Sentinel {
  public:
   explicit Sentinel(SentinelOptions options);
@@ -40,11 +45,18 @@ class Sentinel {
 
   // The current attempt's worker process groups.
   void watch(const std::vector<pid_t>& pgids);
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
+  // When the sentinel has died: starts another and says what happened (for the launcher to
+  // print); std::nullopt while it runs.
+  std::optional<std::string> check();
 
  private:
+  void start();
+
+  SentinelOptions options_;
   UniqueFd pipe_;  // write end
-  pid_t pid_ = -1;
+  process::Child child_;
+  std::vector<pid_t> groups_;
 };
 
 }  // namespace zeus::launch

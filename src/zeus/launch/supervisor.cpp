@@ -4,26 +4,27 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <utility>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/launch/elastic.h"
 #include "zeus/launch/line_splitter.h"
 #include "zeus/launch/rendezvous.h"
 #include "zeus/launch/sentinel.h"
 #include "zeus/launch/signal_scope.h"
+#include "zeus/process/child.h"
 
 namespace zeus::launch {
 namespace {
@@ -50,10 +51,7 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
+using process::signal_name;
 
 // The launcher was told to stop by `sig` and its workers are gone: say so; zeus run's exit code.
 int stopped(int sig, const std::function<void(const std::string&)>& say) {
@@ -79,8 +77,7 @@ struct Stream {
 
 struct Worker {
   const WorkerSpec* spec = nullptr;
-  pid_t pid = -1;
-  bool running = false;
+  process::Child child;
   Clock::time_point started;
   std::array<Stream, 2> streams;  // stdout, stderr
   std::deque<std::string> tail;
@@ -111,13 +108,10 @@ class Attempt {
         rendezvous_(rendezvous) {}
 
   ~Attempt() {
-    // Whatever happens (an exception included), nothing of this attempt outlives it.
+    // Whatever happens (an exception included), nothing of this attempt outlives it: the
+    // groups get SIGKILL here, the children are reaped by their destructors.
     for (auto& w : workers_) {
-      if (w.pid > 0) {
-        ::kill(-w.pid, SIGKILL);
-        if (w.running)
-          ::waitpid(w.pid, nullptr, 0);
-      }
+      w.child.signal(SIGKILL);
     }
   }
 
@@ -126,7 +120,7 @@ class Attempt {
     std::vector<pid_t> groups;
     for (size_t i = 0; i < workers_.size(); ++i) {
       start(workers_[i], plan_.workers[i]);
-      groups.push_back(workers_[i].pid);
+      groups.push_back(workers_[i].child.pid());
     }
     sentinel_.watch(groups);
     std::optional<Clock::time_point> drain_until;
@@ -158,10 +152,8 @@ class Attempt {
       for (auto& s : w.streams) {
         s.splitter.finish([&](std::string_view line) { emit(w, s, line); });
       }
-      // Processes a worker left behind in its group do not outlive the attempt. (pid > 0:
-      // kill(-(-1)) would signal init.)
-      if (w.pid > 0)
-        ::kill(-w.pid, SIGKILL);
+      // Processes a worker left behind in its group do not outlive the attempt.
+      w.child.signal(SIGKILL);
     }
     Result result;
     result.stop_signal = stop_signal_;
@@ -180,11 +172,13 @@ class Attempt {
  private:
   void start(Worker& w, const WorkerSpec& spec) {
     w.spec = &spec;
-    std::array<std::array<int, 2>, 2> pipes{};
+    std::array<UniqueFd, 2> write_ends;  // the child's stdout and stderr; closed here after start
     for (size_t k = 0; k < 2; ++k) {
-      check_posix(::pipe2(pipes[k].data(), O_CLOEXEC), "create a pipe for a worker's output",
+      std::array<int, 2> ends{};
+      check_posix(::pipe2(ends.data(), O_CLOEXEC), "create a pipe for a worker's output",
                   fmt::format("rank {}", spec.rank));
-      w.streams[k].pipe = UniqueFd(pipes[k][0]);
+      w.streams[k].pipe = UniqueFd(ends[0]);
+      write_ends[k] = UniqueFd(ends[1]);
       const int bit = k == 0 ? 1 : 2;
       w.streams[k].console =
           (spec.redirect_bits & bit) || !spec.console ? -1 : (k == 0 ? io_.out_fd : io_.err_fd);
@@ -198,46 +192,20 @@ class Attempt {
                         "open worker log", path.string()));
       }
     }
-    const ChildArgs args(spec.argv, attempt_env(spec, restart_count_));
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      throw_posix_error("fork a worker", fmt::format("rank {}", spec.rank), errno);
-    }
-    if (pid == 0) {
-      // The child: only async-signal-safe calls until exec.
-      ::setpgid(0, 0);
-      // Catchable, so a worker's PowerLimitGuard restores its limits when the launcher dies; the
-      // sentinel sends SIGKILL after the grace period to a worker that does not end.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) {
-        ::_exit(128 + SIGTERM);  // the launcher died before prctl took effect
-      }
-      ::dup2(pipes[0][1], STDOUT_FILENO);
-      ::dup2(pipes[1][1], STDERR_FILENO);
-      ::signal(SIGPIPE, SIG_DFL);
-      sigset_t none;
-      ::sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execve(args.argv()[0], args.argv(), args.envp());
-      const int err = errno;
-      const char* prefix = "zeus run: cannot execute ";
-      ::write(STDERR_FILENO, prefix, std::strlen(prefix));
-      ::write(STDERR_FILENO, args.argv()[0], std::strlen(args.argv()[0]));
-      ::write(STDERR_FILENO, ": ", 2);
-      const char* why = ::strerrordesc_np(err);
-      ::write(STDERR_FILENO, why, std::strlen(why));
-      ::write(STDERR_FILENO, "\n", 1);
-      ::_exit(127);
-    }
-    ::setpgid(pid, pid);  // also here: signals sent before the child ran setpgid must reach it
-    ::close(pipes[0][1]);
-    ::close(pipes[1][1]);
+    const std::map<std::string, std::string> env = attempt_env(spec, restart_count_);
+    w.child = process::Child::start({
+        .argv = spec.argv,
+        .env_overrides = env,
+        // Catchable, so a worker's PowerLimitGuard restores its limits when the launcher dies;
+        // the sentinel sends SIGKILL after the grace period to a worker that does not end.
+        .parent_death_signal = SIGTERM,
+        .stdout_fd = process::ChildFd::from(write_ends[0].get()),
+        .stderr_fd = process::ChildFd::from(write_ends[1].get()),
+        .what = fmt::format("rank {}", spec.rank),
+    });
     for (auto& s : w.streams) {
       ::fcntl(s.pipe.get(), F_SETFL, O_NONBLOCK);
     }
-    w.pid = pid;
-    w.running = true;
     w.started = Clock::now();
     ++running_;
   }
@@ -349,39 +317,37 @@ class Attempt {
     reap();  // SIGCHLDs coalesce: look for every exited child each time
   }
 
+  // Each worker by its own pid (the sentinel is reaped by its owner, and noticed when it died).
   void reap() {
-    int status = 0;
-    pid_t pid = 0;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (size_t i = 0; i < workers_.size(); ++i) {
-        Worker& w = workers_[i];
-        if (w.pid != pid || !w.running)
-          continue;
-        w.running = false;
-        --running_;
-        WorkerExit e;
-        e.rank = w.spec->rank;
-        e.local_rank = w.spec->local_rank;
-        e.pid = pid;
-        e.elapsed = Clock::now() - w.started;
-        if (WIFSIGNALED(status)) {
-          e.signal = WTERMSIG(status);
-          e.exit_code = 128 + e.signal;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      Worker& w = workers_[i];
+      if (!w.child.running())
+        continue;
+      const std::optional<process::ExitStatus> status = w.child.try_wait();
+      if (!status)
+        continue;
+      --running_;
+      WorkerExit e;
+      e.rank = w.spec->rank;
+      e.local_rank = w.spec->local_rank;
+      e.pid = w.child.pid();
+      e.elapsed = Clock::now() - w.started;
+      e.signal = status->signal;
+      e.exit_code = status->exit_code;
+      w.exit = e;
+      if (e.exit_code != 0 && !failed_ && !stopping_) {
+        failed_ = i;
+        if (e.signal != 0) {
+          begin_stop(SIGTERM);  // a crash: the others are stuck waiting for it
         } else {
-          e.exit_code = WEXITSTATUS(status);
-        }
-        w.exit = e;
-        if (e.exit_code != 0 && !failed_ && !stopping_) {
-          failed_ = i;
-          if (e.signal != 0) {
-            begin_stop(SIGTERM);  // a crash: the others are stuck waiting for it
-          } else {
-            // A program's own exit code: its peers usually end the same way a moment later
-            // ("target not reached"); give them that moment before stopping them.
-            stop_at_ = Clock::now() + kPeerExitWindow;
-          }
+          // A program's own exit code: its peers usually end the same way a moment later
+          // ("target not reached"); give them that moment before stopping them.
+          stop_at_ = Clock::now() + kPeerExitWindow;
         }
       }
+    }
+    if (const auto said = sentinel_.check(); said) {
+      write_all(io_.err_fd, "zeus run: " + *said + "\n");
     }
   }
 
@@ -393,15 +359,14 @@ class Attempt {
 
   void signal_running(int sig) {
     for (auto& w : workers_) {
-      if (w.running)
-        ::kill(-w.pid, sig);
+      if (w.child.running())
+        w.child.signal(sig);
     }
   }
 
   void signal_all(int sig) {
     for (auto& w : workers_) {
-      if (w.pid > 0)
-        ::kill(-w.pid, sig);
+      w.child.signal(sig);
     }
   }
 
@@ -434,14 +399,39 @@ Supervisor::Supervisor(LaunchPlan plan, SupervisorIo io)
     : plan_(std::move(plan)), io_(std::move(io)) {}
 
 std::vector<std::filesystem::path> Supervisor::journal_dirs() const {
-  std::vector<std::filesystem::path> dirs = io_.journal_dirs;
-  if (!plan_.log_dir.empty()) {
-    dirs.push_back(plan_.log_dir);
+  // The journal handshake (contract/worker_env.h): the workers were told this one directory;
+  // with a run directory of its own, the other runs' beside it too (their owners may be gone).
+  std::vector<std::filesystem::path> dirs{plan_.journal_dir};
+  if (plan_.run_journals_root) {
+    for (auto& dir : contract::list_run_journal_dirs(*plan_.run_journals_root)) {
+      if (dir != plan_.journal_dir) {
+        dirs.push_back(std::move(dir));
+      }
+    }
   }
   return dirs;
 }
 
+// A run's own journal directory once it is settled and empty, and the other runs' likewise:
+// nothing is left behind in zeus_log/.journals/ but what still holds a journal.
+static void remove_empty_run_journal_dirs(const LaunchPlan& plan) {
+  if (!plan.run_journals_root) {
+    return;
+  }
+  std::error_code ec;
+  for (const auto& dir : contract::list_run_journal_dirs(*plan.run_journals_root)) {
+    std::filesystem::remove(dir, ec);  // only when empty
+  }
+  std::filesystem::remove(*plan.run_journals_root / contract::kRunJournalsDirName, ec);
+}
+
 int Supervisor::run() {
+  const int code = run_attempts();
+  remove_empty_run_journal_dirs(plan_);
+  return code;
+}
+
+int Supervisor::run_attempts() {
   // Before the signal mask and any worker: the sentinel inherits neither.
   Sentinel sentinel({.journal_dirs = journal_dirs(),
                      .node_rank = plan_.node_rank,
@@ -449,8 +439,7 @@ int Supervisor::run() {
                      .err_fd = io_.err_fd});
   SignalScope signals;
   auto say = [&](const std::string& text) { write_all(io_.err_fd, "zeus run: " + text + "\n"); };
-  const std::vector<std::filesystem::path> journal_dirs = this->journal_dirs();
-  settle_journals(journal_dirs, plan_.node_rank, say);  // an earlier job's, before any worker
+  settle_journals(journal_dirs(), plan_.node_rank, say);  // an earlier job's, before any worker
   if (plan_.elastic) {
     return run_elastic(sentinel, signals.fd(), say);
   }
@@ -460,7 +449,7 @@ int Supervisor::run() {
       Attempt attempt(plan_, io_, restart, signals.fd(), sentinel);
       result = attempt.run();
     }
-    settle_journals(journal_dirs, plan_.node_rank, say);
+    settle_journals(journal_dirs(), plan_.node_rank, say);
     if (result.stop_signal != 0) {
       return stopped(result.stop_signal, say);
     }
@@ -521,7 +510,6 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
   }
   RendezvousClient client(e.endpoint_host, e.endpoint_port, e.rendezvous,
                           {e.node_host, static_cast<int>(plan_.workers.size())});
-  const std::vector<std::filesystem::path> journal_dirs = this->journal_dirs();
   for (int attempt_number = 0;; ++attempt_number) {
     RendezvousRound round;
     try {
@@ -540,7 +528,7 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
       Attempt attempt(plan_, io_, attempt_number, signal_fd, sentinel, &client);
       result = attempt.run();
     }
-    settle_journals(journal_dirs, plan_.node_rank, say);
+    settle_journals(journal_dirs(), plan_.node_rank, say);
     if (result.stop_signal != 0) {
       return stopped(result.stop_signal, say);
     }

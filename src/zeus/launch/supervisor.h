@@ -31,10 +31,8 @@ struct WorkerExit {
 };
 
 struct SupervisorIo {
-  int out_fd = 1;  // workers' stdout lines
-  int err_fd = 2;  // workers' stderr lines and the launcher's own messages
-  // Where to look for power-limits journals after each attempt (besides the plan's log dir).
-  std::vector<std::filesystem::path> journal_dirs;
+  int out_fd = 1;          // workers' stdout lines
+  int err_fd = 2;          // workers' stderr lines and the launcher's own messages
   size_t tail_lines = 10;  // lines of output kept per worker for the failure summary
 };
 
@@ -46,10 +44,12 @@ class Supervisor {
   // Returns zeus run's exit code: 0, the first failed worker's code (128 + signal when killed),
   // or 128 + the signal that stopped the launcher. Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP,
   // SIGUSR1, SIGUSR2 for its duration (they are read from a signalfd) and restores the mask.
-  int run();
+  [[nodiscard]] int run();
 
  private:
-  // Where workers' power-limit journals may be: SupervisorIo's and the plan's log dir.
+  int run_attempts();
+  // Where the workers' power-limit journals are: the plan's journal_dir, which they were told,
+  // and the other runs' under the same root when the plan has one.
   std::vector<std::filesystem::path> journal_dirs() const;
   // The failed worker, where its logs are, and its last lines.
   void say_failure(const WorkerExit& failure, int attempt,

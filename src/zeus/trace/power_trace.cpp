@@ -58,6 +58,14 @@ std::filesystem::path trace_dir() {
   if (auto env = get_env(kEnvTraceDir)) {
     candidates.emplace_back(*env);
   } else {
+    // Installed: beside the program (PREFIX/bin/zeus -> PREFIX/share/zeus/zeus-traces), so a
+    // prefix moved elsewhere still finds them; then this checkout's; then the prefix it was
+    // configured with.
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      candidates.push_back(exe.parent_path().parent_path() / "share" / "zeus" / "zeus-traces");
+    }
     candidates.emplace_back(ZEUS_SOURCE_TRACE_DIR);
     candidates.emplace_back(ZEUS_INSTALL_TRACE_DIR);
   }

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,7 +19,9 @@
 #include "zeus/common/signal_pipe.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/contract/train_result.h"
+#include "zeus/contract/worker_env.h"
 #include "zeus/optimize/batch_size_optimizer.h"
+#include "zeus/process/child.h"
 
 namespace zeus::tune {
 
@@ -224,33 +224,36 @@ struct ChildExit {
 };
 
 ChildExit run_child(const std::vector<std::string>& argv,
-                    const std::map<std::string, std::string>& env) {
+                    const std::map<std::string, std::string>& env,
+                    std::chrono::nanoseconds grace_period) {
   SignalPipe signals({SIGINT, SIGTERM, SIGHUP});
-  ChildArgs args(argv, env);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    throw_posix_error("starting the training command", argv[0], errno);
-  }
-  if (pid == 0) {
-    // The command dies with the tuner (SIGTERM lets `zeus run` restore limits on the way).
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    ::execvpe(args.argv()[0], args.argv(), args.envp());
-    const std::string msg =
-        fmt::format("zeus tune: cannot run '{}': {}\n", argv[0], errno_string(errno));
-    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
-    ::_exit(127);
-  }
+  // In a group of its own, so a stop reaches everything it started; it dies with the tuner
+  // (SIGTERM lets `zeus run` restore limits on the way).
+  process::Child child = process::Child::start({.argv = argv,
+                                                .search_path = true,
+                                                .env_overrides = env,
+                                                .parent_death_signal = SIGTERM,
+                                                .what = "the training command"});
   ChildExit result;
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
   for (;;) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) {
-      result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (const auto status = child.wait_for(std::chrono::milliseconds(50))) {
+      result.exit_code = status->exit_code;
+      child.signal(SIGKILL);  // what it left behind in its group
       return result;
     }
-    if (const int sig = signals.wait_for(std::chrono::milliseconds(50)); sig != 0) {
-      result.stop_signal = sig;
-      ::kill(pid, sig);
+    if (const int sig = signals.wait_for(std::chrono::milliseconds(0)); sig != 0) {
+      if (result.stop_signal == 0) {
+        result.stop_signal = sig;
+        child.signal(sig);
+        kill_at = std::chrono::steady_clock::now() + grace_period;
+      } else {
+        child.signal(SIGKILL);  // asked twice: stop now
+      }
+    }
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      child.signal(SIGKILL);
+      kill_at.reset();
     }
   }
 }
@@ -330,15 +333,13 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
       for (const auto& stale : result_files(o.log_dir, t.job_id)) {
         fs::remove(stale);  // left by a try that was killed before it was recorded
       }
-      std::map<std::string, std::string> env{{"ZEUS_LOG_DIR", o.log_dir.string()},
-                                             {"ZEUS_JOB_ID", t.job_id},
-                                             {"ZEUS_ETA_KNOB", fmt::format("{}", o.eta)}};
-      env["ZEUS_COST_THRESH"] =
-          std::isfinite(t.cost_threshold) ? fmt::format("{}", t.cost_threshold) : "inf";
-      if (t.epoch_cap > 0) {
-        env[std::string(kEnvMaxEpochs.name)] = std::to_string(t.epoch_cap);
-      }
-      const ChildExit child = run_child(expand_command(o, t), env);
+      const contract::JobEnv job{
+          .log_dir = o.log_dir,
+          .job_id = t.job_id,
+          .eta = o.eta,
+          .cost_threshold = t.cost_threshold,
+          .max_epochs = t.epoch_cap > 0 ? std::optional<int>(t.epoch_cap) : std::nullopt};
+      const ChildExit child = run_child(expand_command(o, t), job.to_env(), o.grace_period);
       t.exit_code = child.exit_code;
       if (child.stop_signal != 0) {
         return {.stop_signal = child.stop_signal, .recurrence = rec + 1, .attempt = attempt + 1};

@@ -5,6 +5,7 @@
 // is one line of DIR/tune-tries.jsonl, so a killed tuner resumes where it stopped.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -31,6 +32,10 @@ struct TuneOptions {
   std::string lean;                  // lean's knobs over its defaults ("gamma=1.5,cap=0")
   std::filesystem::path log_dir = "zeus_tune";
   std::vector<std::string> command;  // with {bs} {lr} {seed} {epochs} placeholders
+  // A stop signal (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's process group; what
+  // still runs this much later gets SIGKILL. Longer than zeus run's own grace period (30 s), so
+  // a `zeus run` command restores its limits first. Not part of the saved options.
+  std::chrono::nanoseconds grace_period = std::chrono::seconds(60);
 };
 
 // One run of the command.
@@ -80,6 +85,6 @@ struct TuneOutcome {
 // with. The table of tries goes to `out`. Throws ConfigError for bad options or a log dir that
 // holds another run (nothing was run), Error when a try wrote no result or a recurrence never
 // reached the target (what ran is recorded, and the same command resumes).
-TuneOutcome run_tune(const TuneOptions& options, std::ostream& out);
+[[nodiscard]] TuneOutcome run_tune(const TuneOptions& options, std::ostream& out);
 
 }  // namespace zeus::tune
