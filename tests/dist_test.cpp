@@ -12,15 +12,15 @@
 
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
-#include "zeus/dist/backend.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/distributed_sampler.h"
+#include "zeus/distributed/backend.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/distributed_sampler.h"
 
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace zeus::dist {
+namespace zeus::distributed {
 namespace {
 
 std::vector<int64_t> shard(int64_t n, int64_t world, int64_t rank, bool shuffle, bool drop_last,
@@ -251,4 +251,4 @@ TEST(MultiProcess, DeadPeerFailsTheSurvivorWithinTheTimeout) {
 }
 
 }  // namespace
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

@@ -72,7 +72,7 @@ TEST(ElasticRun, ThreeNodesSurviveTheLossOfOneAndGrowBackWhenANewcomerJoins) {
 }
 
 // A worker that joins a process group rejoins after a membership change: the C++ runtime
-// (zeus::dist::init) and PyTorch's own (init_process_group over env://), each a world of
+// (zeus::distributed::init) and PyTorch's own (init_process_group over env://), each a world of
 // 2 x 2 that becomes 1 x 2 when a node's launcher dies.
 class ElasticRejoin : public ::testing::TestWithParam<std::string> {};
 

@@ -1,5 +1,5 @@
 """Writes tests/data/sampler_reference.json: index sequences of PyTorch's own Python
-DistributedSampler, which zeus::dist::DistributedSampler must reproduce exactly.
+DistributedSampler, which zeus::distributed::DistributedSampler must reproduce exactly.
 
 Not run in CI. Regenerate with Debian's python3-torch (1.13, the libtorch zeus-cpp builds on):
     apt-get install python3-torch && /usr/bin/python3 tests/gen_sampler_reference.py

@@ -10,12 +10,12 @@
 #include "zeus/common/errors.h"
 #include "zeus/data/data_loader.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
-#include "zeus/dist/backend.h"
-#include "zeus/dist/context.h"
+#include "zeus/distributed/backend.h"
+#include "zeus/distributed/context.h"
 
 using ::testing::HasSubstr;
 
-namespace zeus::dist {
+namespace zeus::distributed {
 namespace {
 
 #define ZEUS_NEEDS_GPU(n)                                                                      \
@@ -160,4 +160,4 @@ TEST(Gpu, AskingForAMissingDeviceNamesWhatIsVisible) {
 }
 
 }  // namespace
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

@@ -15,6 +15,7 @@
 #include "zeus/contract/train_result.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
+#include "zeus/job/loader_pairing.h"
 #include "zeus/job/messages.h"
 #include "zeus/optimize/early_stop.h"
 
@@ -65,6 +66,35 @@ TEST(Messages, AProfileRoundTripsAndAShortOneIsRefused) {
   std::vector<double> short_one = ProfileMessage::encode(p);
   short_one.pop_back();
   EXPECT_THROW((void)ProfileMessage::decode(short_one, 2, 256), Error);
+}
+
+// Note [loader pairing]: the rules both languages' loaders follow, by id.
+TEST(LoaderPairing, OneTrainLoaderAndEvalLoadersInEitherOrder) {
+  LoaderPairing pairing("TestLoader");
+  const LoaderId early_eval = pairing.add_eval();  // before the train loader: allowed
+  EXPECT_EQ(pairing.train_job(), nullptr) << "no train loader yet";
+  const LoaderId train = pairing.add_train();
+  EXPECT_EQ(pairing.train(), train);
+  try {
+    (void)pairing.add_train();
+    FAIL() << "a second train loader";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("second train loader"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("TestLoader drives one job per process"));
+  }
+  EXPECT_NO_THROW(pairing.check_can_start_epochs());
+  pairing.remove(early_eval);
+  try {
+    pairing.check_can_start_epochs();
+    FAIL() << "epochs() without an eval loader";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the eval loader is missing: make a TestLoader"));
+  }
+  pairing.remove(train);
+  pairing.remove(12345);  // unknown: ignored
+  EXPECT_EQ(pairing.train(), std::nullopt);
+  EXPECT_NO_THROW((void)pairing.add_train()) << "after the first left, a new one may join";
+  EXPECT_EQ(pairing.eval_loaders(), 0u);
 }
 
 TEST(JobOptions, CodeBeatsEnvironmentBeatsDefaults) {

@@ -12,12 +12,12 @@
 #include <system_error>
 
 #include "zeus/common/errors.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/libtorch_info.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/libtorch_info.h"
 
 using ::testing::HasSubstr;
 
-namespace zeus::dist {
+namespace zeus::distributed {
 namespace {
 
 TEST(Libtorch, LinksAndReportsItsVersion) {
@@ -159,4 +159,4 @@ TEST(Init, WithoutAGpuBindsTheCpu) {
 }
 
 }  // namespace
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

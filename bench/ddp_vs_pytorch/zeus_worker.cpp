@@ -20,11 +20,11 @@
 
 #include "net.h"
 #include "zeus/data/fashion_mnist.h"
-#include "zeus/dist/backend.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/distributed_sampler.h"
-#include "zeus/dist/gradient_sync.h"
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/backend.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/distributed_sampler.h"
+#include "zeus/distributed/gradient_sync.h"
+#include "zeus/distributed/sync_model.h"
 
 namespace F = torch::nn::functional;
 
@@ -34,7 +34,7 @@ namespace {
 
 // The baseline GradientSync is measured against: every gradient in one buffer, one blocking
 // all-reduce after backward, no overlap.
-void flat_all_reduce(zeus::dist::Context& ctx, Net& net) {
+void flat_all_reduce(zeus::distributed::Context& ctx, Net& net) {
   std::vector<torch::Tensor> grads;
   for (auto& p : net.parameters())
     grads.push_back(p.grad().flatten());
@@ -55,25 +55,25 @@ static int run(const std::string& sync, int iters, int warmup, int64_t batch_siz
                const std::string& data_dir, bool breakdown, double bucket_cap_mb,
                bool tune_malloc) {
   torch::set_num_threads(threads);
-  zeus::dist::InitOptions init_options;
+  zeus::distributed::InitOptions init_options;
   init_options.tune_malloc = tune_malloc;
   // The comparison is with DDP over Gloo on the CPU (ddp_peer.py), also on a GPU node.
-  init_options.device = zeus::dist::DeviceType::kCpu;
-  auto ctx = zeus::dist::init(init_options);
+  init_options.device = zeus::distributed::DeviceType::kCpu;
+  auto ctx = zeus::distributed::init(init_options);
   auto train = zeus::data::load_fashion_mnist(zeus::data::Split::kTrain, {.dir = data_dir});
 
   torch::manual_seed(1 + ctx->rank());  // different weights per rank: sync_model must fix that
   Net net;
-  zeus::dist::sync_model(*ctx, net);
-  std::unique_ptr<zeus::dist::GradientSync> grad_sync;
+  zeus::distributed::sync_model(*ctx, net);
+  std::unique_ptr<zeus::distributed::GradientSync> grad_sync;
   if (sync == "gradsync") {
-    zeus::dist::GradientSyncOptions options;
+    zeus::distributed::GradientSyncOptions options;
     options.bucket_cap_bytes = static_cast<size_t>(bucket_cap_mb * (1 << 20));
-    grad_sync = std::make_unique<zeus::dist::GradientSync>(*ctx, net, options);
+    grad_sync = std::make_unique<zeus::distributed::GradientSync>(*ctx, net, options);
   }
   torch::optim::SGD optimizer(net.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
 
-  zeus::dist::DistributedSampler sampler(
+  zeus::distributed::DistributedSampler sampler(
       train.size(), {.num_replicas = ctx->world_size(), .rank = ctx->rank(), .seed = 0});
   std::vector<int64_t> order;
   size_t cursor = 0;

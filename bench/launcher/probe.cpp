@@ -1,6 +1,6 @@
 // The worker bench/launcher/run.py starts under `zeus run` and torchrun. It records, as Unix
 // time in a file $PROBE_DIR/<mode>.<rank>, the moment it reached its milestone:
-//   join: after joining the Gloo process group (zeus::dist::init) and one all-reduce
+//   join: after joining the Gloo process group (zeus::distributed::init) and one all-reduce
 //   fail: rank 1 records the time and exits 1 at once; the other ranks wait to be stopped
 //   limits: rank 0 lowers every GPU (the fake NVML in the benchmark) to 150 W through a
 //           PowerLimitGuard journaling to $ZEUS_LOG_DIR, as a DataLoader's local master does;
@@ -19,7 +19,7 @@
 #include "zeus/device/discovery.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
-#include "zeus/dist/context.h"
+#include "zeus/distributed/context.h"
 
 namespace {
 
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   if (mode == "join") {
     try {
       // Joining Gloo, as the benchmark's torchrun side does, also on a GPU node.
-      auto ctx = zeus::dist::init({.device = zeus::dist::DeviceType::kCpu});
+      auto ctx = zeus::distributed::init({.device = zeus::distributed::DeviceType::kCpu});
       ctx->all_reduce_sum(1.0);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "probe: %s\n", e.what());

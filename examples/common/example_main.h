@@ -14,8 +14,8 @@
 
 #include "zeus/cluster/env.h"
 #include "zeus/common/errors.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/spawn.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/spawn.h"
 #include "zeus/job/job_options.h"
 #include "zeus/optimize/early_stop.h"
 
@@ -84,7 +84,7 @@ inline void add_training_flags(CLI::App& app, TrainingOptions& o) {
 // exit code, printing the outcome on the master: 0 when training ended normally (every rank
 // stopped together on the cost threshold included: the master wrote the result); 3 when the
 // target was not reached and `fail_if_not_reached`.
-inline int finish_training(dist::Context& ctx, const char* metric, double target,
+inline int finish_training(distributed::Context& ctx, const char* metric, double target,
                            const std::function<double()>& loop, bool fail_if_not_reached = false) {
   double accuracy = 0;
   try {
@@ -103,12 +103,12 @@ inline int finish_training(dist::Context& ctx, const char* metric, double target
 }
 
 // Parses argv with `app` (after taking the legacy --local_rank out) into `o`, then runs `train`
-// in this process (zeus::dist::init()) or in o.spawn processes (--spawn N).
+// in this process (zeus::distributed::init()) or in o.spawn processes (--spawn N).
 inline int run_example(const char* name, int argc, char** argv, CLI::App& app, TrainingOptions& o,
-                       const std::function<int(dist::Context&)>& train) {
+                       const std::function<int(distributed::Context&)>& train) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    dist::InitOptions init;
+    distributed::InitOptions init;
     init.env.legacy_local_rank = cluster::take_local_rank_arg(args);
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -121,15 +121,15 @@ inline int run_example(const char* name, int argc, char** argv, CLI::App& app, T
     if (o.measure_only) {
       o.job.measure_only = true;
     }
-    init.device = dist::parse_device_type(o.device_type, "--device-type");
+    init.device = distributed::parse_device_type(o.device_type, "--device-type");
     if (o.spawn > 0) {
-      return dist::spawn({.nprocs = o.spawn, .init = init}, [&](dist::Context& ctx) {
+      return distributed::spawn({.nprocs = o.spawn, .init = init}, [&](distributed::Context& ctx) {
         if (train(ctx) != 0) {
           throw Error("target not reached (--fail-if-not-reached)");
         }
       });
     }
-    auto ctx = dist::init(init);
+    auto ctx = distributed::init(init);
     return train(*ctx);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {

@@ -26,10 +26,10 @@
 #include "zeus/common/errors.h"
 #include "zeus/data/data_loader.h"
 #include "zeus/data/fashion_mnist.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/distributed_sampler.h"
-#include "zeus/dist/gradient_sync.h"
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/distributed_sampler.h"
+#include "zeus/distributed/gradient_sync.h"
+#include "zeus/distributed/sync_model.h"
 
 namespace F = torch::nn::functional;
 
@@ -45,7 +45,7 @@ struct Options : zeus::examples::TrainingOptions {
 
 // Accuracy of `net` over `batches` (this rank's shard), all-reduced over the ranks.
 template <typename Batches>
-double evaluate(zeus::dist::Context& ctx, Net& net, Batches&& batches) {
+double evaluate(zeus::distributed::Context& ctx, Net& net, Batches&& batches) {
   torch::NoGradGuard no_grad;
   net.eval();
   at::Tensor correct =
@@ -64,7 +64,7 @@ double evaluate(zeus::dist::Context& ctx, Net& net, Batches&& batches) {
 // --plain-loop: the batches a hand-written loop makes (same sampler, same batches), without
 // zeus::DataLoader, for bench/loader_overhead's epoch-time comparison.
 std::vector<zeus::data::Batch> plain_batches(zeus::data::TensorDataset& set,
-                                             zeus::dist::DistributedSampler& sampler,
+                                             zeus::distributed::DistributedSampler& sampler,
                                              int64_t batch_size, bool drop_last,
                                              c10::Device device) {
   const std::vector<int64_t> order = sampler.indices();
@@ -80,7 +80,7 @@ std::vector<zeus::data::Batch> plain_batches(zeus::data::TensorDataset& set,
   return out;
 }
 
-int train(zeus::dist::Context& ctx, const Options& o) {
+int train(zeus::distributed::Context& ctx, const Options& o) {
   torch::set_num_threads(o.threads);
   auto train_set = zeus::data::load_fashion_mnist(zeus::data::Split::kTrain, {.dir = o.data_dir});
   auto test_set = zeus::data::load_fashion_mnist(zeus::data::Split::kTest, {.dir = o.data_dir});
@@ -93,8 +93,8 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   torch::manual_seed(o.seed);
   Net net;
   net.to(ctx.device());
-  zeus::dist::sync_model(ctx, net);
-  zeus::dist::GradientSync grad_sync(ctx, net);
+  zeus::distributed::sync_model(ctx, net);
+  zeus::distributed::GradientSync grad_sync(ctx, net);
   torch::optim::SGD optimizer(net.parameters(),
                               torch::optim::SGDOptions(o.lr).momentum(o.momentum));
   // Summed on the device: reading the loss every step would wait for the GPU every step.
@@ -128,10 +128,10 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   };
 
   if (o.plain_loop) {
-    zeus::dist::DistributedSampler train_sampler(
+    zeus::distributed::DistributedSampler train_sampler(
         train_data->size(),
         {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .seed = o.seed, .drop_last = true});
-    zeus::dist::DistributedSampler test_sampler(
+    zeus::distributed::DistributedSampler test_sampler(
         test_data->size(),
         {.num_replicas = ctx.world_size(), .rank = ctx.rank(), .shuffle = false});
     return zeus::examples::finish_training(
@@ -194,6 +194,7 @@ int main(int argc, char** argv) {
   app.add_flag("--plain-loop", o.plain_loop,
                "Batch with a hand-written loop instead of zeus::DataLoader (no energy "
                "optimization; the benchmark's baseline)");
-  return zeus::examples::run_example("fashion_mnist", argc, argv, app, o,
-                                     [&](zeus::dist::Context& ctx) { return train(ctx, o); });
+  return zeus::examples::run_example(
+      "fashion_mnist", argc, argv, app, o,
+      [&](zeus::distributed::Context& ctx) { return train(ctx, o); });
 }

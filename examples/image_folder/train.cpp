@@ -25,8 +25,8 @@
 #include "example_main.h"
 #include "zeus/data/data_loader.h"
 #include "zeus/data/image_folder.h"
-#include "zeus/dist/gradient_sync.h"
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/gradient_sync.h"
+#include "zeus/distributed/sync_model.h"
 
 namespace nn = torch::nn;
 
@@ -101,7 +101,7 @@ struct Options : zeus::examples::TrainingOptions {
   double weight_decay = 5e-4;
 };
 
-int train(zeus::dist::Context& ctx, const Options& o) {
+int train(zeus::distributed::Context& ctx, const Options& o) {
   torch::set_num_threads(o.threads);
   const std::filesystem::path root(o.data_dir);
   auto train_set = std::make_shared<zeus::data::ImageFolderDataset>(
@@ -131,8 +131,8 @@ int train(zeus::dist::Context& ctx, const Options& o) {
   torch::manual_seed(o.seed);
   ResNet net(static_cast<int64_t>(train_set->classes().size()));
   net->to(ctx.device());
-  zeus::dist::sync_model(ctx, *net);
-  zeus::dist::GradientSync grad_sync(ctx, *net);
+  zeus::distributed::sync_model(ctx, *net);
+  zeus::distributed::GradientSync grad_sync(ctx, *net);
   torch::optim::SGD optimizer(
       net->parameters(),
       torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
@@ -192,6 +192,7 @@ int main(int argc, char** argv) {
   zeus::examples::add_training_flags(app, o);
   app.add_option("--data", o.data_dir, "DIR with train/<class>/ and val/<class>/")->required();
   app.add_option("--image-size", o.image_size, "Crop side in pixels")->capture_default_str();
-  return zeus::examples::run_example("image_folder", argc, argv, app, o,
-                                     [&](zeus::dist::Context& ctx) { return train(ctx, o); });
+  return zeus::examples::run_example(
+      "image_folder", argc, argv, app, o,
+      [&](zeus::distributed::Context& ctx) { return train(ctx, o); });
 }

@@ -16,6 +16,7 @@
 #include "zeus/job/collectives.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
+#include "zeus/job/loader_pairing.h"
 
 namespace py = pybind11;
 
@@ -129,6 +130,18 @@ void bind_job(py::module_& m) {
       "parse_bool",
       [](const std::string& text, const std::string& what) { return job::parse_bool(text, what); },
       py::arg("text"), py::arg("what"));
+
+  py::class_<job::LoaderPairing>(
+      m, "LoaderPairing",
+      "The train loader and its eval loaders (Note [loader pairing]): the rules and errors of "
+      "C++'s zeus::DataLoader, by loader id.")
+      .def(py::init<std::string>(), py::arg("loader_name"))
+      .def("add_train", [](job::LoaderPairing& p) { return p.add_train(); })
+      .def("add_eval", &job::LoaderPairing::add_eval)
+      .def("remove", &job::LoaderPairing::remove, py::arg("id"))
+      .def("check_can_start_epochs", &job::LoaderPairing::check_can_start_epochs)
+      .def_property_readonly("train", &job::LoaderPairing::train)
+      .def_property_readonly("eval_loaders", &job::LoaderPairing::eval_loaders);
 
   // Every method but the accessors contains collectives: every rank calls them in the same order.
   py::class_<Job>(m, "EnergyJob")

@@ -214,9 +214,13 @@ def test_a_second_train_loader_is_refused(job_env: Path) -> None:
     ZeusDataLoader(dataset(), batch_size=2, max_epochs=1)  # after close(), a new job may start
 
 
-def test_the_eval_loader_comes_after_the_train_loader(job_env: Path) -> None:
-    with pytest.raises(ValueError, match="after the train loader"):
-        ZeusDataLoader(dataset(), batch_size=2)
+def test_the_eval_loader_may_come_before_the_train_loader(job_env: Path) -> None:
+    # The C++ loader's rule (Note [loader pairing]); before, Python refused this order.
+    evaluation = ZeusDataLoader(dataset(), batch_size=8)
+    train = ZeusDataLoader(dataset(), batch_size=2, max_epochs=1)
+    assert train_loop(train, evaluation, [0.9]) == [0]
+    epochs = train.result["epochs"]
+    assert epochs[0]["eval_iterations"] == len(evaluation), "the eval loop was measured"
 
 
 def test_epochs_needs_the_eval_loader(job_env: Path) -> None:

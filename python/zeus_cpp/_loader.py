@@ -28,9 +28,12 @@ _log = logging.getLogger("zeus_cpp")
 
 
 class _Registry:
-    """The process's loaders: one train loader, whose job the eval loaders report to."""
+    """The process's loaders: one train loader, whose job the eval loaders report to. The rules
+    and their errors are C++'s (``_core.LoaderPairing``, Note [loader pairing]): one train loader
+    at a time, eval loaders before or after it, ``epochs()`` needs an eval loader."""
 
     def __init__(self) -> None:
+        self.pairing = _core.LoaderPairing("ZeusDataLoader")
         self.train: weakref.ref[ZeusDataLoader] | None = None
         self.jobs: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -39,6 +42,14 @@ class _Registry:
         if loader is None or loader._zeus_job.closed:
             return None
         return loader
+
+    def forget_closed_train(self) -> None:
+        """A train loader whose job was closed (close(), or training over) makes room for the
+        next one."""
+        loader = self.train() if self.train is not None else None
+        if self.pairing.train is not None and (loader is None or loader._zeus_job.closed):
+            self.pairing.remove(self.pairing.train)
+            self.train = None
 
 
 _registry = _Registry()
@@ -101,9 +112,6 @@ class ZeusDataLoader(DataLoader):
         self._zeus_train = max_epochs != -1
         self._zeus_epoch: int | None = None
         self._zeus_job: Any = None
-        # Train loader: its eval loaders. Eval loader: the train loader whose job measures it.
-        self._zeus_evals: weakref.WeakSet[ZeusDataLoader] = weakref.WeakSet()
-        self._zeus_measured_by: weakref.ref[ZeusDataLoader] | None = None
         role = "train loader" if self._zeus_train else "eval loader"
         world, rank = 1, 0
         if distributed == "dp":
@@ -135,11 +143,9 @@ class ZeusDataLoader(DataLoader):
             )
         self._zeus_global_batch_size = batch_size * world
         if self._zeus_train:
-            if _registry.train_loader() is not None:
-                raise ValueError(
-                    "a second train loader (max_epochs set) in one process; ZeusDataLoader "
-                    "drives one job per process (close() the first one to start another)"
-                )
+            _registry.forget_closed_train()
+            if _registry.pairing.train is not None:
+                _registry.pairing.add_train()  # raises: the process has a train loader
             collectives: Any = (
                 TorchCollectives(group_layout()) if distributed == "dp" else SingleProcess()
             )
@@ -147,16 +153,11 @@ class ZeusDataLoader(DataLoader):
                 _core.JobOptions(), max_epochs, batch_size, collectives, _rank_device()
             )
             _registry.jobs.add(self._zeus_job)
+            pairing_id = _registry.pairing.add_train()
             _registry.train = weakref.ref(self)
         else:
-            train = _registry.train_loader()
-            if train is None:
-                raise ValueError(
-                    "ZeusDataLoader: the eval loader (max_epochs=-1) is made after the train "
-                    "loader (max_epochs set), whose job measures it"
-                )
-            train._zeus_evals.add(self)
-            self._zeus_measured_by = weakref.ref(train)
+            pairing_id = _registry.pairing.add_eval()
+        weakref.finalize(self, _registry.pairing.remove, pairing_id)
 
     # ---- the seed's API -----------------------------------------------------------------
 
@@ -165,12 +166,7 @@ class ZeusDataLoader(DataLoader):
         ZeusCostThresholdExceededException (every rank, same epoch) when the next epoch's
         predicted cost reaches ZEUS_COST_THRESH."""
         self._train_only("epochs()")
-        if len(self._zeus_evals) == 0:
-            raise ValueError(
-                "ZeusDataLoader: the eval loader is missing: make a ZeusDataLoader without "
-                "max_epochs for the validation set before epochs(); its loop is measured with "
-                "the train loop, as in Zeus"
-            )
+        _registry.pairing.check_can_start_epochs()
         return self._epochs()
 
     def report_metric(self, metric: float, higher_is_better: bool = True) -> None:
@@ -234,8 +230,8 @@ class ZeusDataLoader(DataLoader):
         job.end_train_epoch()
 
     def _eval_batches(self, batches: Iterator[Any]) -> Iterator[Any]:
-        train = self._zeus_measured_by() if self._zeus_measured_by is not None else None
-        if train is None or train._zeus_job.closed or train._zeus_epoch is None:
+        train = _registry.train_loader()  # the train loader of now, made before or after this one
+        if train is None or train._zeus_epoch is None:
             yield from batches  # outside training (a final test): nothing to measure
             return
         job = train._zeus_job

@@ -24,10 +24,10 @@
 #include <thread>
 
 #include "zeus/common/errors.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/gradient_sync.h"
-#include "zeus/dist/spawn.h"
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/gradient_sync.h"
+#include "zeus/distributed/spawn.h"
+#include "zeus/distributed/sync_model.h"
 
 namespace {
 
@@ -65,17 +65,17 @@ double max_diff(torch::nn::Module& a, torch::nn::Module& b) {
 // Two steps with GradientSync on this rank's 8 rows of a shared 8 x world dataset (the second
 // step accumulates two micro-batches, the first under no_sync), against one process doing the
 // same on all the rows.
-void gradient_sync_scenario(zeus::dist::Context& ctx) {
+void gradient_sync_scenario(zeus::distributed::Context& ctx) {
   const int world = ctx.world_size();
   torch::manual_seed(1234);
   const auto x = torch::randn({8 * world, 4}).to(ctx.device());
   const auto y = torch::randn({8 * world, 1}).to(ctx.device());
   auto model = make_model();
   model->to(ctx.device());
-  zeus::dist::sync_model(ctx, *model);
+  zeus::distributed::sync_model(ctx, *model);
   // Tiny buckets: several of them, launched from hooks in order.
-  zeus::dist::GradientSync sync(ctx, *model,
-                                {.bucket_cap_bytes = 64, .first_bucket_cap_bytes = 64});
+  zeus::distributed::GradientSync sync(ctx, *model,
+                                       {.bucket_cap_bytes = 64, .first_bucket_cap_bytes = 64});
   const auto rows = [&](int r, int from, int n) {
     return std::pair{x.narrow(0, 8 * r + from, n), y.narrow(0, 8 * r + from, n)};
   };
@@ -125,7 +125,7 @@ void gradient_sync_scenario(zeus::dist::Context& ctx) {
 
 // Parameter `b` never takes part in forward: with find_unused_parameters its gradient is zero
 // and `a`'s is averaged; without, finish() names the parameters.
-void unused_params_scenario(zeus::dist::Context& ctx) {
+void unused_params_scenario(zeus::distributed::Context& ctx) {
   struct TwoHeads : torch::nn::Module {
     TwoHeads() {
       a = register_module("a", torch::nn::Linear(4, 1));
@@ -138,14 +138,14 @@ void unused_params_scenario(zeus::dist::Context& ctx) {
   auto model = std::make_shared<TwoHeads>();
   const auto x = torch::full({2, 4}, static_cast<float>(ctx.rank() + 1));
   {
-    zeus::dist::GradientSync sync(ctx, *model, {.find_unused_parameters = true});
+    zeus::distributed::GradientSync sync(ctx, *model, {.find_unused_parameters = true});
     model->a->forward(x).sum().backward();
     sync.finish();
     std::printf("b_grad_abs_sum=%.6f\na_bias_grad=%.6f\n",
                 model->b->weight.grad().abs().sum().item<double>(),
                 model->a->bias.grad().item<double>());
   }
-  zeus::dist::GradientSync strict(ctx, *model);
+  zeus::distributed::GradientSync strict(ctx, *model);
   model->a->forward(x).sum().backward();
   try {
     strict.finish();
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   try {
     if (scenario == "spawn" || scenario == "spawn_fail") {
       // No launcher: the program starts its own three workers.
-      return zeus::dist::spawn({.nprocs = 3}, [&](zeus::dist::Context& ctx) {
+      return zeus::distributed::spawn({.nprocs = 3}, [&](zeus::distributed::Context& ctx) {
         if (scenario == "spawn_fail" && ctx.rank() == 1) {
           throw zeus::Error("rank 1 fails on purpose");
         }
@@ -174,28 +174,28 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       });
     }
-    zeus::dist::InitOptions options;
+    zeus::distributed::InitOptions options;
     options.backend.store_timeout = std::chrono::seconds(20);
     options.backend.collective_timeout = std::chrono::seconds(5);
     if (const char* d = std::getenv("ZEUS_TEST_DEVICE")) {
-      options.device = zeus::dist::parse_device_type(d, "ZEUS_TEST_DEVICE");
+      options.device = zeus::distributed::parse_device_type(d, "ZEUS_TEST_DEVICE");
     }
     if (const char* b = std::getenv("ZEUS_TEST_BACKEND")) {
-      options.backend_kind = zeus::dist::parse_backend_kind(b, "ZEUS_TEST_BACKEND");
+      options.backend_kind = zeus::distributed::parse_backend_kind(b, "ZEUS_TEST_BACKEND");
     }
     if (const char* i = std::getenv("ZEUS_TEST_CUDA_DEVICE")) {
       options.cuda_device = std::atoi(i);
     }
-    auto ctx = zeus::dist::init(options);
+    auto ctx = zeus::distributed::init(options);
     if (scenario == "collectives") {
       ctx->barrier();
       std::printf("mean=%.6f\nmax=%.6f\nmaster=%d\n", ctx->all_reduce_mean(ctx->rank()),
-                  ctx->all_reduce_max(ctx->rank()), zeus::dist::is_master() ? 1 : 0);
+                  ctx->all_reduce_max(ctx->rank()), zeus::distributed::is_master() ? 1 : 0);
     } else if (scenario == "sync_model") {
       torch::manual_seed(100 + ctx->rank());
       torch::nn::Linear model(16, 8);
       std::printf("before=%.9g\n", checksum(*model));
-      zeus::dist::sync_model(*ctx, *model);
+      zeus::distributed::sync_model(*ctx, *model);
       std::printf("after=%.9g\n", checksum(*model));
       ctx->barrier();
     } else if (scenario == "gradient_sync") {
@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         torch::Tensor stat;
       };
       auto module = std::make_shared<WithBuffer>(ctx->rank());
-      zeus::dist::GradientSync sync(*ctx, *module, {.broadcast_buffers = true});
+      zeus::distributed::GradientSync sync(*ctx, *module, {.broadcast_buffers = true});
       std::printf("stat_before=%.1f\n", module->stat.sum().item<double>());
       sync.prepare_forward();
       std::printf("stat_after=%.1f\n", module->stat.sum().item<double>());

@@ -2,8 +2,8 @@
 // all-reduce per step standing in for gradient synchronization. The job's options come from the
 // ZEUS_* environment (so the tests exercise it); flags shape the data and the failure cases.
 //   --samples N --batch-size B --max-epochs E --metrics m0,m1,... (epoch k reports m_k, the
-//   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::dist) --progress (draw
-//   the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0, or
+//   last repeats) --workers W --no-eval --bad-sampler --single (no zeus::distributed) --progress
+//   (draw the progress bar even without a TTY) --throw-at-step N / --kill-at-step N (rank 0, or
 //   --kill-rank R, fails at step N of the first epoch, in the middle of profiling) --step-ms M
 //   (each step takes M ms) --fail-first-attempt-at-epoch E (rank 0 fails as epoch E begins, on a
 //   launcher's first attempt only: ZEUS_RESTART_COUNT unset or 0) --log-dir-in-code DIR (the
@@ -26,8 +26,8 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/data/data_loader.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/distributed_sampler.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/distributed_sampler.h"
 #include "zeus/optimize/early_stop.h"
 
 namespace {
@@ -98,10 +98,10 @@ Args parse(int argc, char** argv) {
 }
 
 int run(const Args& a) {
-  std::shared_ptr<zeus::dist::Context> ctx;
+  std::shared_ptr<zeus::distributed::Context> ctx;
   auto mode = zeus::data::Distributed::kNone;
   if (!a.single) {
-    ctx = zeus::dist::init();
+    ctx = zeus::distributed::init();
     mode = zeus::data::Distributed::kDataParallel;
   }
   const int rank = ctx ? ctx->rank() : 0;
@@ -119,8 +119,9 @@ int run(const Args& a) {
     train_options.job.log_dir = a.log_dir_in_code;
   }
   if (a.bad_sampler) {
-    train_options.sampler = std::make_shared<zeus::dist::DistributedSampler>(
-        a.samples, zeus::dist::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});
+    train_options.sampler = std::make_shared<zeus::distributed::DistributedSampler>(
+        a.samples,
+        zeus::distributed::DistributedSamplerOptions{.num_replicas = world + 1, .rank = rank});
   }
   zeus::data::DataLoader train(make_set(a.samples), train_options);
   std::optional<zeus::data::DataLoader> eval;

@@ -1,4 +1,4 @@
-// Which CUDA device a rank binds: one rule for the C++ runtime (dist::choose_device) and the
+// Which CUDA device a rank binds: one rule for the C++ runtime (distributed::choose_device) and the
 // Python package (zeus_cpp.distributed.init_torch), so that both agree under every launcher.
 // zeus_core, no CUDA: the caller says how many devices CUDA sees.
 #pragma once

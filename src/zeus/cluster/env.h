@@ -27,7 +27,7 @@ struct Env {
   std::string master_source;  // where master_addr came from, for messages
   int master_port = 0;
   // The launcher (torchrun >= 2.0) already serves its own store on master_port
-  // (TORCHELASTIC_USE_AGENT_STORE); zeus::dist then rendezvouses on master_port + 1.
+  // (TORCHELASTIC_USE_AGENT_STORE); zeus::distributed then rendezvouses on master_port + 1.
   bool agent_store = false;
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
   EnvSource source = EnvSource::kSingle;

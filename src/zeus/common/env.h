@@ -27,11 +27,11 @@ inline constexpr EnvVar kEnvSimState{
     "State file shared by the simulated GPUs of one node (created by the first process)"};
 inline constexpr EnvVar kEnvRaplRoot{"ZEUS_RAPL_ROOT", "/sys/class/powercap",
                                      "Root of the powercap sysfs tree read for CPU energy"};
-inline constexpr EnvVar kEnvSpawnWorker{"ZEUS_SPAWN_WORKER", "",
-                                        "Set by zeus::dist::spawn in the workers it re-executes"};
+inline constexpr EnvVar kEnvSpawnWorker{
+    "ZEUS_SPAWN_WORKER", "", "Set by zeus::distributed::spawn in the workers it re-executes"};
 inline constexpr EnvVar kEnvSpawnErrorDir{
     "ZEUS_SPAWN_ERROR_DIR", "",
-    "Where zeus::dist::spawn's workers leave the error that ended them"};
+    "Where zeus::distributed::spawn's workers leave the error that ended them"};
 inline constexpr EnvVar kEnvPython{
     "ZEUS_PYTHON", "python3",
     "Interpreter `zeus run` starts Python scripts (PROGRAM ending in .py, or -m) with"};
@@ -81,8 +81,8 @@ inline constexpr EnvVar kEnvCudaVisibleDevices{
 inline constexpr EnvVar kEnvCudaDeviceOrder{
     "CUDA_DEVICE_ORDER", "FASTEST_FIRST",
     "How CUDA numbers GPUs: FASTEST_FIRST, or PCI_BUS_ID (NVML's order)"};
-// torchrun's worker variables, which zeus run, zeus::dist::spawn and contract::WorkerEnv write
-// and cluster::detect_env reads.
+// torchrun's worker variables, which zeus run, zeus::distributed::spawn and contract::WorkerEnv
+// write and cluster::detect_env reads.
 inline constexpr EnvVar kEnvRank{"RANK", "", "torchrun: the worker's global rank"};
 inline constexpr EnvVar kEnvLocalRank{"LOCAL_RANK", "", "torchrun: the worker's rank on its node"};
 inline constexpr EnvVar kEnvWorldSize{

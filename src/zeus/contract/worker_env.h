@@ -1,6 +1,6 @@
 // The environment a launcher gives its workers, as one type: torchrun's variables (so that
 // PyTorch scripts run unchanged under `zeus run`) and zeus-cpp's own. Written with to_env() by
-// `zeus run`, zeus::dist::spawn and (through the binding) zeus_cpp; read with
+// `zeus run`, zeus::distributed::spawn and (through the binding) zeus_cpp; read with
 // worker_env_from() by cluster::detect_env. The settings a launcher of recurring jobs passes a
 // job (`zeus tune`) are JobEnv. Every variable either writes is declared in common/env.h.
 //
@@ -43,8 +43,8 @@ struct WorkerEnv {
 };
 
 // The worker's environment when RANK, WORLD_SIZE and LOCAL_RANK are all set (torchrun, zeus run,
-// zeus::dist::spawn); std::nullopt otherwise. The other variables default as torchrun's readers
-// do (LOCAL_WORLD_SIZE: the world; GROUP_RANK: rank / LOCAL_WORLD_SIZE). Throws ConfigError
+// zeus::distributed::spawn); std::nullopt otherwise. The other variables default as torchrun's
+// readers do (LOCAL_WORLD_SIZE: the world; GROUP_RANK: rank / LOCAL_WORLD_SIZE). Throws ConfigError
 // naming a variable that is not a number.
 [[nodiscard]] std::optional<WorkerEnv> worker_env_from(const EnvLookup& lookup);
 

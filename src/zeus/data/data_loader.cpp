@@ -13,9 +13,10 @@
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
-#include "zeus/dist/backend.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/distributed_sampler.h"
+#include "zeus/distributed/backend.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/distributed_sampler.h"
+#include "zeus/job/loader_pairing.h"
 
 namespace zeus::data {
 
@@ -45,7 +46,7 @@ namespace {
 
 class ContextCollectives final : public job::Collectives {
  public:
-  explicit ContextCollectives(dist::Context& ctx) : ctx_(ctx) {}
+  explicit ContextCollectives(distributed::Context& ctx) : ctx_(ctx) {}
   job::RankInfo ranks() const override {
     return {ctx_.rank(), ctx_.world_size(), ctx_.local_rank(), ctx_.local_world_size(),
             ctx_.node_rank()};
@@ -54,12 +55,12 @@ class ContextCollectives final : public job::Collectives {
   void broadcast(std::span<double> values, int root) override { ctx_.broadcast(values, root); }
 
  private:
-  dist::Context& ctx_;
+  distributed::Context& ctx_;
 };
 
 // The CUDA device the batches go to (DataLoaderOptions::device), or std::nullopt for the CPU.
 // "cuda" without an index is the dist context's device, else cuda:0.
-std::optional<int> batch_cuda_device(const DataLoaderOptions& o, const dist::Context* ctx,
+std::optional<int> batch_cuda_device(const DataLoaderOptions& o, const distributed::Context* ctx,
                                      const char* role) {
   if (!o.device || !o.device->is_cuda()) {
     return std::nullopt;
@@ -68,12 +69,12 @@ std::optional<int> batch_cuda_device(const DataLoaderOptions& o, const dist::Con
   if (!o.device->has_index() && ctx != nullptr && ctx->on_cuda()) {
     index = ctx->device().index();
   }
-  const int count = dist::cuda::built_with_cuda() ? dist::cuda::device_count() : 0;
+  const int count = distributed::cuda::built_with_cuda() ? distributed::cuda::device_count() : 0;
   if (index >= count) {
     throw ConfigError(fmt::format(
         "{}: device {} was asked for, but {}; pass ctx.device() or leave the device unset (CPU)",
         role, o.device->str(),
-        dist::cuda::built_with_cuda()
+        distributed::cuda::built_with_cuda()
             ? fmt::format("{} CUDA device(s) are visible", count)
             : std::string("this zeus-cpp is built against a libtorch without CUDA")));
   }
@@ -82,7 +83,7 @@ std::optional<int> batch_cuda_device(const DataLoaderOptions& o, const dist::Con
 
 // What the job needs of the rank's device: the CUDA device it trains on (the batches', else the
 // dist context's), its UUID, and how to wait for it.
-job::RankDevice rank_device(std::optional<int> batches_cuda, const dist::Context* ctx) {
+job::RankDevice rank_device(std::optional<int> batches_cuda, const distributed::Context* ctx) {
   std::optional<int> cuda = batches_cuda;
   if (!cuda && ctx != nullptr && ctx->on_cuda()) {
     cuda = ctx->device().index();
@@ -90,8 +91,8 @@ job::RankDevice rank_device(std::optional<int> batches_cuda, const dist::Context
   job::RankDevice d;
   if (cuda) {
     d.cuda_index = *cuda;
-    d.cuda_uuid = dist::cuda::device_uuid(*cuda);
-    d.synchronize = [index = *cuda] { dist::cuda::synchronize(index); };
+    d.cuda_uuid = distributed::cuda::device_uuid(*cuda);
+    d.synchronize = [index = *cuda] { distributed::cuda::synchronize(index); };
   }
   return d;
 }
@@ -104,8 +105,8 @@ Batch make_batch(BatchDataset& dataset, const std::vector<int64_t>& order, int64
   const size_t n = std::min(static_cast<size_t>(batch_size), order.size() - begin);
   Batch batch = dataset.get_batch(std::span(order).subspan(begin, n));
   if (pin) {
-    batch.data = dist::cuda::CopyStream::pin(batch.data);
-    batch.target = dist::cuda::CopyStream::pin(batch.target);
+    batch.data = distributed::cuda::CopyStream::pin(batch.data);
+    batch.target = distributed::cuda::CopyStream::pin(batch.target);
   }
   return batch;
 }
@@ -204,22 +205,25 @@ struct DataLoader::Impl {
   DataLoaderOptions o;
   bool train = false;
   std::unique_ptr<job::Collectives> collectives;
-  std::shared_ptr<dist::DistributedSampler> sampler;
+  std::shared_ptr<distributed::DistributedSampler> sampler;
   int64_t batches = 0;
   int world_size = 1;
-  std::unique_ptr<job::EnergyJob> job;
+  // Shared: an eval loop that runs while the train loader goes holds it (Note [loader pairing]).
+  std::shared_ptr<job::EnergyJob> job;
+  job::LoaderId pairing_id = 0;
   std::optional<int> epoch;  // the train loader's current epoch
   int64_t eval_passes = 0;
 
   // The loop in progress.
   bool active = false;
-  job::EnergyJob* measuring = nullptr;  // the job this loop reports to
+  std::shared_ptr<job::EnergyJob> measuring;  // the job this loop reports to
   std::vector<int64_t> order;
   int64_t next = 0;  // batches fetched
   Batch current;     // what the loop body sees
   Batch in_flight;   // CUDA: the next batch, its copy under way on the side stream
   std::unique_ptr<Prefetcher> prefetcher;
-  std::unique_ptr<dist::cuda::CopyStream> copier;  // set when the batches go to a CUDA device
+  std::unique_ptr<distributed::cuda::CopyStream>
+      copier;  // set when the batches go to a CUDA device
 
   Batch fetch_host(int64_t b) {
     if (prefetcher) {
@@ -261,16 +265,11 @@ struct DataLoader::Impl {
 
 namespace {
 
-// The process's loaders: the eval loader reports to the train loader's job.
-struct Registry {
-  std::mutex mu;
-  DataLoader::Impl* train = nullptr;
-  int eval_loaders = 0;
-};
-
-Registry& registry() {
-  static Registry r;
-  return r;
+// The process's loaders (Note [loader pairing]): the eval loaders report to the train loader's
+// job.
+job::LoaderPairing& pairing() {
+  static job::LoaderPairing p("zeus::DataLoader");
+  return p;
 }
 
 }  // namespace
@@ -290,7 +289,7 @@ void DataLoader::Impl::close_loop() {
       measuring->end_eval_epoch();
     }
   }
-  measuring = nullptr;
+  measuring.reset();
 }
 
 DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions options)
@@ -312,13 +311,14 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
                                   role, m.o.num_workers, m.o.prefetch_batches));
   }
   int rank = 0;
-  dist::Context* ctx = nullptr;
+  distributed::Context* ctx = nullptr;
   if (m.o.distributed == Distributed::kDataParallel) {
     try {
-      ctx = &dist::current();
+      ctx = &distributed::current();
     } catch (const Error&) {
       throw ConfigError(fmt::format(
-          "{}: distributed = DataParallel needs zeus::dist::init() to be called first", role));
+          "{}: distributed = DataParallel needs zeus::distributed::init() to be called first",
+          role));
     }
     m.world_size = ctx->world_size();
     rank = ctx->rank();
@@ -335,7 +335,7 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
   }
   const std::optional<int> cuda = batch_cuda_device(m.o, ctx, role);
   if (cuda) {
-    m.copier = std::make_unique<dist::cuda::CopyStream>(*cuda);
+    m.copier = std::make_unique<distributed::cuda::CopyStream>(*cuda);
   }
   const int64_t n = m.dataset->size();
   if (m.o.sampler) {
@@ -352,12 +352,12 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     }
     m.sampler = m.o.sampler;
   } else {
-    m.sampler = std::make_shared<dist::DistributedSampler>(
-        n, dist::DistributedSamplerOptions{.num_replicas = m.world_size,
-                                           .rank = rank,
-                                           .shuffle = m.o.shuffle.value_or(m.train),
-                                           .seed = m.o.seed,
-                                           .drop_last = m.o.drop_last});
+    m.sampler = std::make_shared<distributed::DistributedSampler>(
+        n, distributed::DistributedSamplerOptions{.num_replicas = m.world_size,
+                                                  .rank = rank,
+                                                  .shuffle = m.o.shuffle.value_or(m.train),
+                                                  .seed = m.o.seed,
+                                                  .drop_last = m.o.drop_last});
   }
   const int64_t per_rank = m.sampler->num_samples();
   m.batches =
@@ -369,49 +369,28 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
           "batch size",
           per_rank, m.o.batch_size));
     }
-    {
-      std::lock_guard lock(registry().mu);
-      if (registry().train != nullptr) {
-        throw ConfigError(
-            "a second train loader (max_epochs set) in one process; zeus::DataLoader drives one "
-            "job per process");
-      }
+    if (pairing().train()) {
+      (void)pairing().add_train();  // throws: the process has a train loader (before the job)
     }
     const job::ResolvedJobOptions resolved =
         job::resolve_job_options(m.o.job, *m.o.max_epochs, m.o.batch_size, m.world_size);
-    m.job = std::make_unique<job::EnergyJob>(resolved, *m.collectives, rank_device(cuda, ctx));
-    std::lock_guard lock(registry().mu);
-    registry().train = &m;
+    m.job = std::make_shared<job::EnergyJob>(resolved, *m.collectives, rank_device(cuda, ctx));
+    m.pairing_id = pairing().add_train(m.job);
   } else {
-    std::lock_guard lock(registry().mu);
-    ++registry().eval_loaders;
+    m.pairing_id = pairing().add_eval();
   }
 }
 
 DataLoader::~DataLoader() {
   impl_->prefetcher.reset();
-  std::lock_guard lock(registry().mu);
-  if (impl_->train) {
-    if (registry().train == impl_.get()) {
-      registry().train = nullptr;
-    }
-  } else {
-    --registry().eval_loaders;
-  }
+  pairing().remove(impl_->pairing_id);
 }
 
 DataLoader::EpochRange DataLoader::epochs() {
   if (!impl_->train) {
     throw ConfigError("epochs() is for the train loader (the one with max_epochs)");
   }
-  {
-    std::lock_guard lock(registry().mu);
-    if (registry().eval_loaders == 0) {
-      throw ConfigError(
-          "the eval loader is missing: make a zeus::DataLoader without max_epochs for the "
-          "validation set before epochs(); its loop is measured with the train loop, as in Zeus");
-    }
-  }
+  pairing().check_can_start_epochs();
   return {this};
 }
 
@@ -438,12 +417,11 @@ DataLoader::Iterator DataLoader::begin() {
           "train_loader.epochs()) { for (auto& batch : train_loader) ... }`");
     }
     m.sampler->set_epoch(*m.epoch);
-    m.measuring = m.job.get();
+    m.measuring = m.job;
     m.measuring->begin_train_epoch(m.batches);
   } else {
     m.sampler->set_epoch(m.eval_passes++);
-    std::lock_guard lock(registry().mu);
-    m.measuring = registry().train != nullptr ? registry().train->job.get() : nullptr;
+    m.measuring = pairing().train_job();
   }
   if (!m.train && m.measuring != nullptr) {
     m.measuring->begin_eval_epoch(m.batches);

@@ -11,7 +11,7 @@
 //   for (int epoch : train.epochs()) {
 //     for (auto& batch : train) { ... }
 //     for (auto& batch : eval) { ... }
-//     train.report_metric(zeus::dist::all_reduce_mean(accuracy));
+//     train.report_metric(zeus::distributed::all_reduce_mean(accuracy));
 //   }
 #pragma once
 
@@ -27,7 +27,7 @@
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 class DistributedSampler;
 }
 
@@ -62,7 +62,7 @@ class TensorDataset final : public BatchDataset {
 
 enum class Distributed {
   kNone,          // one process
-  kDataParallel,  // zeus::dist::init() was called; each rank loads its sampler shard
+  kDataParallel,  // zeus::distributed::init() was called; each rank loads its sampler shard
 };
 
 struct DataLoaderOptions {
@@ -76,7 +76,7 @@ struct DataLoaderOptions {
   int prefetch_batches = 2;  // per worker
   // Optional: a sampler of your own; it must match the dist context (world size, rank) and
   // the dataset's size. Default: one made from the options above.
-  std::shared_ptr<dist::DistributedSampler> sampler;
+  std::shared_ptr<distributed::DistributedSampler> sampler;
   // Where the batches go. A CUDA device: batches are pinned (on the loader threads when there
   // are any) and copied without blocking on a side stream, the next batch's copy overlapping
   // the current step; the energy job waits for the device before each measurement timestamp.
@@ -85,7 +85,8 @@ struct DataLoaderOptions {
   job::JobOptions job;  // the train loader's energy options (eta, target, log dir, device...)
 };
 
-// Contract: one train loader and at most one eval loader per process, used from one thread; a
+// Contract: one train loader and any eval loaders per process, made in either order (Note [loader
+// pairing], job/loader_pairing.h), used from one thread; a
 // loop over a loader may be left early (the next loop or epochs() closes it). In data-parallel
 // mode every rank makes the same calls (they synchronize at epoch and profiling boundaries).
 // Errors in the options, the devices or a saved profile are thrown from the constructor or the

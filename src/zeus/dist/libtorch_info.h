@@ -1,14 +1,6 @@
-// Facts about the libtorch zeus_torch was built against. The rest of zeus_torch (process
-// groups, sync_model, DistributedSampler, DataLoader) lands with the distributed issue.
+// Forwarding header: the distributed runtime is zeus/distributed/ (namespace zeus::distributed);
+// zeus::dist is an alias of it, so code that includes this header builds unchanged.
 #pragma once
 
-#include <string>
-
-namespace zeus::dist {
-
-// libtorch's version, e.g. "1.13.1".
-std::string libtorch_version();
-// Number of intra-op threads libtorch will use (at::get_num_threads()).
-int libtorch_num_threads();
-
-}  // namespace zeus::dist
+#include "zeus/distributed/dist_alias.h"
+#include "zeus/distributed/libtorch_info.h"

@@ -1,31 +1,6 @@
-// Starting n workers on this machine from inside a program, as torch.multiprocessing.spawn /
-// --multiprocessing-distributed do.
+// Forwarding header: the distributed runtime is zeus/distributed/ (namespace zeus::distributed);
+// zeus::dist is an alias of it, so code that includes this header builds unchanged.
 #pragma once
 
-#include <chrono>
-#include <functional>
-
-#include "zeus/dist/context.h"
-
-namespace zeus::dist {
-
-struct SpawnOptions {
-  int nprocs = 1;
-  InitOptions init;  // how each worker joins (device, backend, timeouts); env is set by spawn
-  // After the first worker fails, the others get SIGTERM, and SIGKILL when they are still
-  // running this much later.
-  std::chrono::nanoseconds grace_period = std::chrono::seconds(10);
-};
-
-// Re-executes this program (/proc/self/exe, same arguments) nprocs times with torchrun's
-// variables for ranks 0..nprocs-1 on a free loopback port, rather than fork()ing after libtorch
-// started its thread pools (which can deadlock the child). In the parent, returns 0 once every
-// worker succeeded, or throws PeerFailed naming the first worker that failed (its rank and exit
-// code or signal) after stopping the others. The workers get SIGTERM when the thread that called
-// spawn ends (PR_SET_PDEATHSIG), so a killed parent leaves no ranks behind. In a worker
-// (re-executed with ZEUS_SPAWN_WORKER set), joins the job, runs fn, and returns 0. Use it as
-// `return zeus::dist::spawn(...)` from main, before the program does anything only the parent
-// should do.
-[[nodiscard]] int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn);
-
-}  // namespace zeus::dist
+#include "zeus/distributed/dist_alias.h"
+#include "zeus/distributed/spawn.h"

@@ -1,5 +1,5 @@
 // What an energy-optimized job needs from its process group: who this process is, and two
-// collectives on small vectors of doubles. zeus::dist::Context implements it (zeus_torch); a
+// collectives on small vectors of doubles. zeus::distributed::Context implements it (zeus_torch); a
 // single process uses SingleProcess. Keeping the interface here lets job/ stay free of libtorch.
 #pragma once
 

@@ -114,8 +114,8 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   ref.runtime_uuid = device.cuda_uuid;
   ref.visible_devices = get_env_set(kEnvCudaVisibleDevices);
   ref.device_order = get_env_set(kEnvCudaDeviceOrder);
-  // A CPU rank measures the GPU that zeus::dist::init() would bind for it: cuda:<local rank>,
-  // or the one device a launcher gave it (`zeus run --devices`).
+  // A CPU rank measures the GPU that zeus::distributed::init() would bind for it: cuda:<local
+  // rank>, or the one device a launcher gave it (`zeus run --devices`).
   const bool one_of_its_own = ref.visible_devices &&
                               ref.visible_devices->find(',') == std::string::npos &&
                               !ref.visible_devices->empty();

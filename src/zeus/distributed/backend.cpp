@@ -1,4 +1,4 @@
-#include "zeus/dist/backend.h"
+#include "zeus/distributed/backend.h"
 
 #include <ATen/Functions.h>
 #include <fmt/format.h>
@@ -22,7 +22,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 
 // The libtorch difference this file exists for: since 2.0 a process group implementation is a
 // c10d::Backend (a ProcessGroup holds one per device type); in 1.13 ProcessGroupGloo is itself
@@ -363,4 +363,4 @@ void CopyStream::hand_over(std::vector<at::Tensor>& /*device_tensors*/) {
 #endif
 
 }  // namespace cuda
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

@@ -1,4 +1,4 @@
-#include "zeus/dist/distributed_sampler.h"
+#include "zeus/distributed/distributed_sampler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
@@ -7,7 +7,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options)
     : dataset_size_(dataset_size), options_(options) {
@@ -72,4 +72,4 @@ std::vector<int64_t> DistributedSampler::indices() {
   return mine;
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

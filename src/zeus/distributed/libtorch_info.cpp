@@ -1,9 +1,9 @@
-#include "zeus/dist/libtorch_info.h"
+#include "zeus/distributed/libtorch_info.h"
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
-namespace zeus::dist {
+namespace zeus::distributed {
 
 std::string libtorch_version() {
   return TORCH_VERSION;
@@ -13,4 +13,4 @@ int libtorch_num_threads() {
   return at::get_num_threads();
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

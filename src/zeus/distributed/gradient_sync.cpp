@@ -1,4 +1,4 @@
-#include "zeus/dist/gradient_sync.h"
+#include "zeus/distributed/gradient_sync.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,10 +10,10 @@
 #include <mutex>
 
 #include "zeus/common/errors.h"
-#include "zeus/dist/context.h"
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/context.h"
+#include "zeus/distributed/sync_model.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 
 // Note [gradient buckets]:
 //   1. At construction, parameters are assigned to buckets in reverse registration order (the
@@ -271,4 +271,4 @@ GradientSync::NoSync::~NoSync() {
   sync_.state_->no_sync = false;
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

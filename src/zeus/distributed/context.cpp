@@ -1,4 +1,4 @@
-#include "zeus/dist/context.h"
+#include "zeus/distributed/context.h"
 
 #include <ATen/Functions.h>
 
@@ -14,7 +14,7 @@
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 namespace {
 
 std::mutex g_mu;
@@ -204,7 +204,7 @@ Context& current() {
   std::lock_guard lock(g_mu);
   auto context = g_current.lock();
   if (!context) {
-    throw Error("zeus::dist::init() has not been called (or its Context was destroyed)");
+    throw Error("zeus::distributed::init() has not been called (or its Context was destroyed)");
   }
   return *context;  // the caller's shared_ptr from init() keeps it alive
 }
@@ -226,4 +226,4 @@ int world_size() {
   return current().world_size();
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

@@ -1,12 +1,12 @@
-#include "zeus/dist/sync_model.h"
+#include "zeus/distributed/sync_model.h"
 
 #include <torch/nn/module.h>
 
 #include <map>
 
-#include "zeus/dist/context.h"
+#include "zeus/distributed/context.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 // Flattens same-dtype tensors into one buffer on the backend's device (the model may live
 // elsewhere: a CPU model under NCCL, a CUDA one under Gloo), runs the collective on it, and
 // copies back.
@@ -50,4 +50,4 @@ void sync_model(Context& ctx, torch::nn::Module& module, const SyncModelOptions&
   sync_tensors(ctx, module.buffers(), options.reduce_buffers);
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed

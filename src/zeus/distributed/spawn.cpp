@@ -1,4 +1,4 @@
-#include "zeus/dist/spawn.h"
+#include "zeus/distributed/spawn.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -23,10 +23,10 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/contract/worker_env.h"
-#include "zeus/dist/context.h"
+#include "zeus/distributed/context.h"
 #include "zeus/process/child.h"
 
-namespace zeus::dist {
+namespace zeus::distributed {
 namespace {
 
 int free_loopback_port() {
@@ -225,4 +225,4 @@ int spawn(const SpawnOptions& options, const std::function<void(Context&)>& fn) 
   return 0;
 }
 
-}  // namespace zeus::dist
+}  // namespace zeus::distributed
