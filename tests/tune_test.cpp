@@ -14,6 +14,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/common/posix.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/optimize/bso_policy.h"
 #include "zeus/tune/tuner.h"
@@ -140,6 +141,29 @@ TEST(ZeusTune, ResumesAfterBeingKilledAndMakesTheSameDecisions) {
   const auto again = test::run_process(f.tune_argv(log, 4));
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(tune::read_tries(log / contract::kTuneTriesName).size(), tries.size());
+}
+
+// A stop reaches the whole command, and a command that ignores SIGTERM is killed after the grace
+// period (before: one SIGTERM to the command's pid only, and zeus tune waited on it forever).
+TEST(ZeusTune, AStopEndsACommandThatIgnoresSigtermAfterTheGracePeriod) {
+  Fixture f;
+  const fs::path started = f.dir / "started";
+  const std::string mark = test::new_mark();
+  test::Child tune({ZEUS_CLI_PATH, "tune", "--batch-sizes", "32,64", "--default-batch-size", "32",
+                    "--log-dir", (f.dir / "tune").string(), "--grace-period", "1s", "--", "/bin/sh",
+                    "-c", "trap '' TERM; sleep 60 & touch " + started.string() + "; wait", "{bs}"},
+                   {{"ZEUS_TEST_MARK", mark}});
+  ASSERT_TRUE(test::eventually([&] { return fs::exists(started); }, std::chrono::seconds(20)));
+  tune.kill(SIGTERM);
+  EXPECT_TRUE(
+      test::eventually([&] { return !process_alive(tune.pid()); }, std::chrono::seconds(20)))
+      << "zeus tune did not end after the grace period";
+  tune.kill(SIGKILL);
+  const test::ProcessResult r = tune.wait();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.out;
+  EXPECT_TRUE(
+      test::eventually([&] { return test::marked(mark).empty(); }, std::chrono::seconds(10)))
+      << "left: " << ::testing::PrintToString(test::marked(mark));
 }
 
 TEST(ZeusTune, ADefaultBatchSizeOutsideTheListExitsTwoWithoutRunning) {

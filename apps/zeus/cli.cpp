@@ -162,6 +162,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                        "Tries per recurrence before giving up (0: batch sizes + 1)");
   tune_cmd->add_option("--log-dir", tune.log_dir, "Results, history (resumable)")
       ->capture_default_str();
+  add_duration(tune_cmd, "--grace-period", tune.grace_period,
+               "After a stop signal is passed on to the command's process group, how long it has "
+               "before SIGKILL (default 60s, longer than zeus run's own)");
   tune_cmd->add_option("command", tune.command,
                        "After --: the training command, with {bs} {lr} {seed} {epochs}");
 
