@@ -230,6 +230,18 @@ TEST(Spawn, FirstFailureIsReportedWithItsRankAndStopsTheOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
 
+// The others of a failed rank get SIGTERM, then SIGKILL after SpawnOptions::grace_period (before:
+// one SIGTERM, and a rank that ignored it kept the parent waiting).
+TEST(Spawn, ARankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  test::ScopedEnv rank("RANK", std::nullopt);
+  test::ScopedEnv world("WORLD_SIZE", std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = test::run_process({ZEUS_DIST_WORKER_PATH, "spawn_stuck"}, 90s);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("rank 1 fails on purpose"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 TEST(MultiProcess, PrepareForwardBroadcastsBuffers) {
   const auto results = run_job("buffers", 2);
   for (int r = 0; r < 2; ++r) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -164,6 +165,20 @@ int main(int argc, char** argv) {
   }
   const std::string scenario = argv[1];
   try {
+    if (scenario == "spawn_stuck") {
+      // Rank 1 fails; rank 2 ignores SIGTERM and sleeps: only the SIGKILL after the grace period
+      // ends it, so the parent returns in seconds, not after the sleep.
+      return zeus::distributed::spawn({.nprocs = 3, .grace_period = std::chrono::seconds(1)},
+                                      [&](zeus::distributed::Context& ctx) {
+                                        if (ctx.rank() == 1) {
+                                          throw zeus::Error("rank 1 fails on purpose");
+                                        }
+                                        if (ctx.rank() == 2) {
+                                          std::signal(SIGTERM, SIG_IGN);
+                                          std::this_thread::sleep_for(std::chrono::seconds(60));
+                                        }
+                                      });
+    }
     if (scenario == "spawn" || scenario == "spawn_fail") {
       // No launcher: the program starts its own three workers.
       return zeus::distributed::spawn({.nprocs = 3}, [&](zeus::distributed::Context& ctx) {
