@@ -15,6 +15,8 @@
 #include "zeus/contract/run_files.h"
 #include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
+#include "zeus/job/node_limits.h"
+#include "zeus/job/node_meter.h"
 #include "zeus/job/profile_exchange.h"
 #include "zeus/job/progress_bar.h"
 #include "zeus/optimize/early_stop.h"
@@ -47,6 +49,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
         ranks_(collectives.ranks()),
         device_(std::move(device)) {
     gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
+    agree(coll_, "taking the node's power limits",
+          [&] { limits_ = std::make_unique<NodeLimits>(o_, *gpus_); });
+    meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
     // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
     // decides for every rank.
     std::vector<double> range(LimitRangeMessage::kSize, 0.0);
@@ -99,7 +104,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   // --- ProfilerHost (called on every rank at the same step) ---
   void set_power_limit_mw(int64_t limit_mw) override {
     current_limit_mw_ = limit_mw;
-    gpus_->set_power_limit_mw(limit_mw);
+    limits_->set_power_limit_mw(limit_mw);
     // No rank steps on before its node's local master has applied the limit: otherwise a rank
     // of a fast loop (a simulated GPU's virtual clock above all) runs its next steps at the old
     // one. Every rank's profiler sets limits at the same steps, so this barrier matches.
@@ -110,7 +115,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     sync_point([&] {
       window_t0_ = now();
       window_begin_unix_ns_ = unix_ns_now();
-      gpus_->begin_window("profile");
+      meter_->begin_window("profile");
     });
   }
 
@@ -118,7 +123,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     synchronize_device();
     barrier();
     std::vector<double> v = WindowMessage::contribution(ranks_, to_seconds(now() - window_t0_),
-                                                        gpus_->end_window("profile"));
+                                                        meter_->end_window("profile"));
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
     const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
     if (!profiler_->done()) {  // a train profiling window, not the eval one at the optimum
@@ -133,7 +138,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
 
   // Every rank cancels at the same step (the profiler's schedule is the same everywhere): no
   // collective is needed, and neither the window's energy nor its record is kept.
-  void cancel_window() override { gpus_->end_window("profile"); }
+  void cancel_window() override { meter_->end_window("profile"); }
 
   // --- the epoch protocol ---
   std::optional<int> next_epoch() {
@@ -288,13 +293,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   };
 
   void open_loop(LoopTally& loop, Phase phase, int64_t iterations) {
-    if (!gpus_->epoch_log_running()) {
-      gpus_->start_epoch_log(epoch_);
+    if (!meter_->epoch_log_running()) {
+      meter_->start_epoch_log(epoch_);
     }
     sync_point([&] {
       gpus_->sim_set_busy(true);
       loop.t0 = now();
-      gpus_->begin_window(loop.window);
+      meter_->begin_window(loop.window);
     });
     phase_ = phase;
     loop.total = iterations;
@@ -305,7 +310,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     sync_point([&] {
       loop.elapsed_s += to_seconds(now() - loop.t0);
       gpus_->sim_set_busy(false);
-      loop.energy_j += gpus_->end_window(loop.window);
+      loop.energy_j += meter_->end_window(loop.window);
     });
     loop.iterations += loop.done;
     phase_ = Phase::kBetween;
@@ -387,7 +392,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     records_.push_back(rec);
     train_ = {"train"};
     eval_ = {"eval"};
-    gpus_->stop_epoch_log();
+    meter_->stop_epoch_log();
     if (ranks_.is_master()) {
       logger().info(
           "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J, limit {} W{}; job so far "
@@ -472,7 +477,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       }
     }
     result_ = r;
-    gpus_->stop_epoch_log();
+    meter_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
     if (ranks_.is_master()) {
       const auto path = contract::train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
@@ -481,13 +486,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       std::fprintf(stderr, "zeus: %s\n", contract::summary_line(r).c_str());
       std::fflush(stderr);
     }
-    gpus_->restore();
+    limits_->restore();
   }
 
   void draw_progress(std::string_view split, const LoopTally& loop) {
     progress_.step(
         epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
-        [&] { return gpus_->power_w(); }, [&] { return phase_text(); });
+        [&] { return meter_->power_w(); }, [&] { return phase_text(); });
   }
 
   std::string phase_text() const {
@@ -512,8 +517,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   Collectives& coll_;
   RankInfo ranks_;
   RankDevice device_;
-  std::unique_ptr<NodeGpus> gpus_;
-  PowerLimitRange range_;  // the global master's GPUs'
+  std::unique_ptr<NodeGpus> gpus_;      // which GPUs
+  std::unique_ptr<NodeLimits> limits_;  // their limits and journal
+  std::unique_ptr<NodeMeter> meter_;    // their energy windows and power logs
+  PowerLimitRange range_;               // the global master's GPUs'
   std::optional<optimize::CostModel> cost_;
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   bool profile_loaded_ = false;

@@ -15,11 +15,7 @@
 #include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
-#include "zeus/device/power_limit_guard.h"
-#include "zeus/device/power_limit_journal.h"
 #include "zeus/device/sim/sim_gpu_set.h"
-#include "zeus/monitor/energy_monitor.h"
-#include "zeus/monitor/power_monitor.h"
 
 namespace zeus::job {
 namespace {
@@ -183,27 +179,6 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
           mw_to_w(range_.min_mw), mw_to_w(range_.max_mw)));
     }
   }
-  std::filesystem::create_directories(o_.journal_dir);
-  const auto journal = contract::journal_path(o_.journal_dir, ranks_.node_rank);
-  if (!o_.measure_only) {
-    // The guard first restores what an earlier job left in the journal, then takes the GPUs.
-    guard_ = std::make_unique<device::PowerLimitGuard>(
-        *gpus_, device::PowerLimitGuardOptions{.journal_path = journal});
-  } else if (std::error_code ec; std::filesystem::exists(journal, ec)) {
-    logger().warn(
-        "{} holds limits an earlier job lowered ({}); measure-only sets no limit, so this job "
-        "measures the GPUs as they are: `zeus restore-limits --journal {}` (as root) puts them "
-        "back",
-        journal.string(),
-        device::describe_owner(device::read_journal(journal),
-                               device::journal_owner(device::read_journal(journal))),
-        journal.string());
-  }
-  monitor::EnergyMonitorOptions energy_options{.gpus = owned_};
-  if (sim_ != nullptr) {
-    energy_options.counter_resolution = std::chrono::nanoseconds(0);  // exact, not 100 ms steps
-  }
-  energy_ = std::make_unique<monitor::EnergyMonitor>(gpus_.get(), energy_options);
 }
 
 int64_t NodeGpus::current_limit_mw() {
@@ -218,63 +193,6 @@ int64_t NodeGpus::current_limit_mw() {
 
 std::string NodeGpus::locator() const {
   return gpus_ ? gpus_->locator() : std::string();
-}
-
-void NodeGpus::set_power_limit_mw(int64_t limit_mw) {
-  ZEUS_ASSERT(!o_.measure_only, "a power limit ({} mW) set in measure-only mode", limit_mw);
-  if (guard_) {
-    for (int gpu : owned_) {
-      guard_->set_power_limit_mw(gpu, limit_mw);
-    }
-  }
-}
-
-void NodeGpus::restore() {
-  if (guard_) {
-    guard_->restore();
-  }
-}
-
-void NodeGpus::begin_window(const char* name) {
-  if (energy_) {
-    energy_->begin_window(name);
-  }
-}
-
-double NodeGpus::end_window(const char* name) {
-  return energy_ ? energy_->end_window(name).total_energy_j() : 0.0;
-}
-
-void NodeGpus::start_epoch_log(int epoch) {
-  if (!owns_gpus()) {
-    return;
-  }
-  std::vector<std::filesystem::path> paths;
-  for (size_t k = 0; k < owned_.size(); ++k) {
-    // gpu{g}: g counts the job's GPUs node by node (Zeus names logs by GPU index).
-    paths.push_back(o_.log_dir /
-                    contract::power_log_name(
-                        {o_.global_batch_size, epoch,
-                         ranks_.node_rank * ranks_.local_world_size + static_cast<int>(k)}));
-  }
-  epoch_log_ = std::make_unique<monitor::PowerMonitor>(
-      gpus_.get(), monitor::PowerMonitorOptions{
-                       .gpus = owned_, .period = o_.monitor_period, .csv_paths = paths});
-  epoch_log_->start();
-}
-
-void NodeGpus::stop_epoch_log() {
-  epoch_log_.reset();
-}
-
-double NodeGpus::power_w() {
-  double w = 0;
-  if (owns_gpus()) {
-    for (int g : owned_) {
-      w += mw_to_w(gpus_->power_mw(g));
-    }
-  }
-  return w;
 }
 
 void NodeGpus::sim_run_iteration() {

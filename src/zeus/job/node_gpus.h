@@ -1,10 +1,10 @@
 // The GPUs of one node as an energy-optimized job uses them. Exactly the physical GPUs the node's
 // ranks train on belong to the job, matched from each rank's CUDA device to NVML by UUID (or,
 // for a rank without a CUDA runtime, through CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA
-// reads them); the node's local master owns them: it changes their power limits through a
-// PowerLimitGuard with the node's journal (never in measure-only mode), measures energy windows
-// and writes the per-epoch power logs. Simulated GPUs (sim:) are one per local rank. No
-// libtorch: what a rank trains on reaches this unit as a RankDevice from zeus_torch.
+// reads them); the node's local master owns them. Ownership only: their power limits and journal
+// are NodeLimits' (node_limits.h), their energy windows and power logs NodeMeter's
+// (node_meter.h). Simulated GPUs (sim:) are one per local rank. No libtorch: what a rank trains
+// on reaches this unit as a RankDevice from zeus_torch.
 #pragma once
 
 #include <chrono>
@@ -19,16 +19,9 @@
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
 
-namespace zeus::device {
-class PowerLimitGuard;
-namespace sim {
+namespace zeus::device::sim {
 class SimGpuSet;
-}
-}  // namespace zeus::device
-namespace zeus::monitor {
-class EnergyMonitor;
-class PowerMonitor;
-}  // namespace zeus::monitor
+}  // namespace zeus::device::sim
 
 namespace zeus::job {
 
@@ -60,21 +53,10 @@ class NodeGpus {
   int owned_count() const { return static_cast<int>(owned_.size()); }
   // What reopens the GPUs (for the result file); empty off the local master.
   std::string locator() const;
-
-  // Through the guard and its journal. Never called in measure-only mode (a bug if it is).
-  void set_power_limit_mw(int64_t limit_mw);
-  // Puts the original limits back (measure-only: nothing to do).
-  void restore();
-
-  void begin_window(const char* name);
-  // The owned GPUs' energy over the window, J (0 off the local master).
-  double end_window(const char* name);
-  // Samples the owned GPUs' power into bs{B}+e{E}+gpu{g}.power.log until stop_epoch_log().
-  void start_epoch_log(int epoch);
-  void stop_epoch_log();
-  bool epoch_log_running() const { return epoch_log_ != nullptr; }
-  // The owned GPUs' power now, W (the progress bar).
-  double power_w();
+  // Local master: the GPUs and the indices of the owned ones; null and empty elsewhere.
+  device::GpuSet* gpu_set() { return owns_gpus() ? gpus_.get() : nullptr; }
+  const std::vector<int>& owned() const { return owned_; }
+  const RankInfo& ranks() const { return ranks_; }
 
   // Simulated GPUs: the rank's GPU runs one iteration / is busy inside a loop; the rank's clock.
   bool simulated() const { return sim_ != nullptr; }
@@ -93,9 +75,6 @@ class NodeGpus {
   device::sim::SimGpuSet* sim_ = nullptr;
   std::vector<int> owned_;  // indices into gpus_
   PowerLimitRange range_;
-  std::unique_ptr<device::PowerLimitGuard> guard_;
-  std::unique_ptr<monitor::EnergyMonitor> energy_;
-  std::unique_ptr<monitor::PowerMonitor> epoch_log_;
 };
 
 }  // namespace zeus::job

@@ -1,0 +1,52 @@
+#include "zeus/job/node_limits.h"
+
+#include <filesystem>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+#include "zeus/contract/run_files.h"
+#include "zeus/device/power_limit_guard.h"
+#include "zeus/device/power_limit_journal.h"
+
+namespace zeus::job {
+
+NodeLimits::NodeLimits(const ResolvedJobOptions& options, NodeGpus& gpus)
+    : measure_only_(options.measure_only), gpus_(gpus) {
+  if (!gpus_.owns_gpus()) {
+    return;
+  }
+  std::filesystem::create_directories(options.journal_dir);
+  const auto journal = contract::journal_path(options.journal_dir, gpus_.ranks().node_rank);
+  if (!measure_only_) {
+    // The guard first restores what an earlier job left in the journal, then takes the GPUs.
+    guard_ = std::make_unique<device::PowerLimitGuard>(
+        *gpus_.gpu_set(), device::PowerLimitGuardOptions{.journal_path = journal});
+  } else if (std::error_code ec; std::filesystem::exists(journal, ec)) {
+    const device::PowerLimitJournal held = device::read_journal(journal);
+    logger().warn(
+        "{} holds limits an earlier job lowered ({}); measure-only sets no limit, so this job "
+        "measures the GPUs as they are: `zeus restore-limits --journal {}` (as root) puts them "
+        "back",
+        journal.string(), device::describe_owner(held, device::journal_owner(held)),
+        journal.string());
+  }
+}
+
+NodeLimits::~NodeLimits() = default;
+
+void NodeLimits::set_power_limit_mw(int64_t limit_mw) {
+  ZEUS_ASSERT(!measure_only_, "a power limit ({} mW) set in measure-only mode", limit_mw);
+  if (guard_) {
+    for (int gpu : gpus_.owned()) {
+      guard_->set_power_limit_mw(gpu, limit_mw);
+    }
+  }
+}
+
+void NodeLimits::restore() {
+  if (guard_) {
+    guard_->restore();
+  }
+}
+
+}  // namespace zeus::job
