@@ -35,15 +35,8 @@ std::string_view source_name(EnvSource source) {
 }
 
 // Reads and parses an integer variable; nullopt when unset.
-std::optional<int> env_int(const EnvLookup& lookup, std::string_view name) {
-  if (auto value = lookup(name)) {
-    return parse_int_or_throw(*value, name);
-  }
-  return std::nullopt;
-}
-
 int require_int(const EnvLookup& lookup, std::string_view name, std::string_view why) {
-  if (auto v = env_int(lookup, name)) {
+  if (auto v = lookup_int(lookup, name)) {
     return *v;
   }
   throw ConfigError(
@@ -84,7 +77,7 @@ void validate(const Env& env) {
 void read_master(Env& env, const EnvLookup& lookup) {
   env.master_addr = lookup("MASTER_ADDR").value_or("");
   env.master_source = "MASTER_ADDR";
-  env.master_port = env_int(lookup, "MASTER_PORT").value_or(kDefaultMasterPort);
+  env.master_port = lookup_int(lookup, "MASTER_PORT").value_or(kDefaultMasterPort);
 }
 
 // A task of a Slurm step: the step's own sizes and nodes (not the job's). False for the batch
@@ -118,7 +111,7 @@ bool read_slurm_task(Env& env, const EnvLookup& lookup) {
     env.master_addr = step->nodes.front();
     env.master_source = "the first node of " + step->nodes_var;
   }
-  env.master_port = env_int(lookup, "MASTER_PORT")
+  env.master_port = lookup_int(lookup, "MASTER_PORT")
                         .value_or(slurm_default_port(step->job_id, step->step_id.value_or("")));
   return true;
 }
@@ -165,19 +158,20 @@ Env detect_env(const EnvOptions& options, const EnvLookup& lookup) {
     env.local_rank = *options.legacy_local_rank;
     env.rank = require_int(lookup, "RANK", "the process was given --local_rank");
     env.world_size = require_int(lookup, "WORLD_SIZE", "the process was given --local_rank");
-    env.local_world_size = env_int(lookup, "LOCAL_WORLD_SIZE").value_or(env.world_size);
-    env.node_rank = env_int(lookup, "GROUP_RANK").value_or(env.rank / env.local_world_size);
+    env.local_world_size = lookup_int(lookup, "LOCAL_WORLD_SIZE").value_or(env.world_size);
+    env.node_rank = lookup_int(lookup, "GROUP_RANK").value_or(env.rank / env.local_world_size);
     read_master(env, lookup);
   } else if (lookup("SLURM_PROCID") && lookup("SLURM_NTASKS") && read_slurm_task(env, lookup)) {
     env.source = EnvSource::kSlurm;
   } else if (lookup("OMPI_COMM_WORLD_RANK") && lookup("OMPI_COMM_WORLD_SIZE")) {
     env.source = EnvSource::kOpenMpi;
-    env.rank = *env_int(lookup, "OMPI_COMM_WORLD_RANK");
-    env.world_size = *env_int(lookup, "OMPI_COMM_WORLD_SIZE");
-    env.local_rank = env_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK").value_or(env.rank);
-    env.local_world_size = env_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE").value_or(env.world_size);
+    env.rank = *lookup_int(lookup, "OMPI_COMM_WORLD_RANK");
+    env.world_size = *lookup_int(lookup, "OMPI_COMM_WORLD_SIZE");
+    env.local_rank = lookup_int(lookup, "OMPI_COMM_WORLD_LOCAL_RANK").value_or(env.rank);
+    env.local_world_size =
+        lookup_int(lookup, "OMPI_COMM_WORLD_LOCAL_SIZE").value_or(env.world_size);
     env.node_rank =
-        env_int(lookup, "OMPI_COMM_WORLD_NODE_RANK").value_or(env.rank / env.local_world_size);
+        lookup_int(lookup, "OMPI_COMM_WORLD_NODE_RANK").value_or(env.rank / env.local_world_size);
     read_master(env, lookup);
   } else {
     env.source = EnvSource::kSingle;

@@ -4,11 +4,12 @@
 // (zeus_torch dist/) share this one detection.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "zeus/common/env.h"
 
 namespace zeus::cluster {
 
@@ -51,8 +52,8 @@ struct EnvOptions {
   std::optional<int> legacy_local_rank;
 };
 
-// Reads one environment variable; the default reads the process environment. Tests inject maps.
-using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+// Reads one environment variable (common/env.h); the default reads the process environment.
+using zeus::EnvLookup;
 std::optional<std::string> process_env(std::string_view name);
 
 // Detects in order: explicit options, torchrun variables, --local_rank, Slurm, Open MPI, single

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "zeus/common/logging.h"
+#include "zeus/common/parse.h"
 
 namespace zeus {
 
@@ -88,6 +89,13 @@ std::optional<std::string> get_launcher_env(std::string_view name) {
 
 std::string get_env_or_default(const EnvVar& var) {
   return get_env(var).value_or(std::string(var.default_value));
+}
+
+std::optional<int> lookup_int(const EnvLookup& lookup, std::string_view name) {
+  if (auto value = lookup(name)) {
+    return parse_int_or_throw(*value, name);
+  }
+  return std::nullopt;
 }
 
 }  // namespace zeus

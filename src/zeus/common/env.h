@@ -2,6 +2,7 @@
 // read through get_env(), which logs (once per variable) when a variable is set.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -130,5 +131,11 @@ std::optional<std::string> get_launcher_env(std::string_view name);
 
 // The variable's value, or its default when unset or empty.
 std::string get_env_or_default(const EnvVar& var);
+
+// Reads one variable of an environment by name: a process's (cluster::process_env), or a map a
+// test injects. What cluster/ and contract/ read a worker's environment through.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+// The variable as an int when set; ConfigError naming it when it is not a number.
+std::optional<int> lookup_int(const EnvLookup& lookup, std::string_view name);
 
 }  // namespace zeus

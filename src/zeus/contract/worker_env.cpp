@@ -15,10 +15,7 @@ std::string key(const EnvVar& var) {
 }
 
 std::optional<int> read_int(const EnvLookup& lookup, const EnvVar& var) {
-  if (auto value = lookup(var.name)) {
-    return parse_int_or_throw(*value, var.name);
-  }
-  return std::nullopt;
+  return lookup_int(lookup, var.name);
 }
 
 }  // namespace

@@ -10,15 +10,16 @@
 #pragma once
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "zeus/common/env.h"
+
 namespace zeus::contract {
 
-using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+using zeus::EnvLookup;
 
 struct WorkerEnv {
   // torchrun's

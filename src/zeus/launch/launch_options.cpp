@@ -17,6 +17,7 @@
 #include "zeus/device/discovery.h"
 #include "zeus/launch/elastic.h"
 #include "zeus/launch/ports.h"
+#include "zeus/process/child.h"
 
 namespace zeus::launch {
 namespace {
@@ -177,7 +178,7 @@ LaunchContext default_launch_context() {
       return 0;  // no driver, no GPU: auto means one CPU worker
     }
   };
-  context.find_program = find_in_path;
+  context.find_program = process::find_in_path;
   context.port_busy = port_in_use;
   context.free_port = pick_free_port;
   context.resolve_error = cluster::resolve_error;

@@ -136,24 +136,4 @@ std::optional<std::string> port_in_use(const std::string& addr, int port) {
   return "it is already in use" + (inode ? holder_of(*inode) : std::string());
 }
 
-std::string find_in_path(const std::string& program) {
-  auto executable = [](const std::filesystem::path& p) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (program.find('/') != std::string::npos) {
-    return executable(program) ? program : std::string();
-  }
-  std::istringstream dirs(get_env_or_default(kEnvPath));
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::filesystem::path candidate =
-        std::filesystem::path(dir.empty() ? "." : dir) / program;
-    if (executable(candidate)) {
-      return candidate.string();
-    }
-  }
-  return "";
-}
-
 }  // namespace zeus::launch

@@ -14,8 +14,4 @@ int pick_free_port(const std::string& addr);
 // does not resolve.
 std::optional<std::string> port_in_use(const std::string& addr, int port);
 
-// The path execvp would run for `program` (PATH search when it has no '/'); empty when none is
-// an executable regular file.
-std::string find_in_path(const std::string& program);
-
 }  // namespace zeus::launch

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <utility>
 
 #include "zeus/common/env.h"
@@ -67,6 +68,9 @@ ChildArgs::ChildArgs(std::vector<std::string> args,
 struct FdPlan {
   std::vector<std::pair<int, int>> moves;  // (target, source): dup2(source, target) in the child
   UniqueFd dev_null;
+  // Where the child parks each source first: allocated here, written in the child (a fork's
+  // copy), so that nothing is allocated between fork and exec.
+  mutable std::vector<int> parked;
 };
 
 FdPlan plan_fds(const ChildSpec& spec) {
@@ -88,10 +92,12 @@ FdPlan plan_fds(const ChildSpec& spec) {
   for (const auto& [target, source] : spec.extra_fds) {
     plan.moves.emplace_back(target, source);
   }
+  plan.parked.resize(plan.moves.size());
   return plan;
 }
 
-// The executable argv[0] names: itself when it holds a '/', else the first match in PATH.
+// The executable argv[0] names: itself when it holds a '/' (or PATH is not searched), else the
+// first executable in PATH.
 std::string resolve_program(const ChildSpec& spec) {
   if (!spec.program.empty()) {
     return spec.program;
@@ -100,19 +106,12 @@ std::string resolve_program(const ChildSpec& spec) {
   if (!spec.search_path || name.find('/') != std::string::npos) {
     return name;
   }
-  const std::string dirs = get_env_or_default(kEnvPath);
-  for (size_t start = 0; start <= dirs.size();) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    const std::string candidate = dir + "/" + name;
-    std::error_code ec;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate, ec)) {
-      return candidate;
-    }
-    start = end + 1;
+  std::string found = find_in_path(name);
+  if (found.empty()) {
+    throw ConfigError(fmt::format("cannot execute '{}' ({}): not found in PATH ({}); give its path",
+                                  name, spec.what, get_env_or_default(kEnvPath)));
   }
-  throw ConfigError(fmt::format("cannot execute '{}' ({}): not found in PATH ({}); give its path",
-                                name, spec.what, dirs));
+  return found;
 }
 
 // What the child does between fork and exec (or the function): async-signal-safe calls only.
@@ -134,15 +133,13 @@ int prepare_child(const ChildSpec& spec, const FdPlan& fds, pid_t parent) {
   // Sources first out of the way of every target, so that one move cannot clobber another's
   // source (dup2 onto itself would also keep close-on-exec).
   constexpr int kHighFd = 512;
-  std::array<int, 64> moved{};
-  const size_t n = std::min(fds.moves.size(), moved.size());
-  for (size_t i = 0; i < n; ++i) {
-    moved[i] = ::fcntl(fds.moves[i].second, F_DUPFD_CLOEXEC, kHighFd);
-    if (moved[i] < 0)
+  for (size_t i = 0; i < fds.moves.size(); ++i) {
+    fds.parked[i] = ::fcntl(fds.moves[i].second, F_DUPFD_CLOEXEC, kHighFd);
+    if (fds.parked[i] < 0)
       return errno;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (::dup2(moved[i], fds.moves[i].first) < 0)
+  for (size_t i = 0; i < fds.moves.size(); ++i) {
+    if (::dup2(fds.parked[i], fds.moves[i].first) < 0)
       return errno;
   }
   ::signal(SIGPIPE, SIG_DFL);  // the parent may ignore it; the program expects the default
@@ -192,6 +189,26 @@ std::optional<ExitStatus> reap(pid_t pid, int options) {
 }
 
 }  // namespace
+
+std::string find_in_path(const std::string& program) {
+  auto executable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    return executable(program) ? program : std::string();
+  }
+  std::istringstream dirs(get_env_or_default(kEnvPath));
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::filesystem::path candidate =
+        std::filesystem::path(dir.empty() ? "." : dir) / program;
+    if (executable(candidate)) {
+      return candidate.string();
+    }
+  }
+  return "";
+}
 
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);

@@ -43,6 +43,10 @@ struct ExitStatus {
 // "SIGTERM", or "signal 70" for a number without a name.
 std::string signal_name(int sig);
 
+// The path execvp would run for `program` (a PATH search when it has no '/'); empty when none is
+// an executable regular file.
+std::string find_in_path(const std::string& program);
+
 // A descriptor the child gets: one of the parent's, /dev/null, or the parent's own (inherited).
 struct ChildFd {
   enum class Kind { kInherit, kDevNull, kParentFd };
