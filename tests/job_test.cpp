@@ -248,12 +248,15 @@ TEST(EnergyJob, WaitsForTheDeviceBeforeEveryMeasurementTimestamp) {
     job.train_step_end();
   }
   job.end_train_epoch();
-  EXPECT_EQ(waits, 2 * 7 + 2) << "7 windows and the train loop, each opened and closed";
+  // Each limit is set only once the device finished the steps before it, so that every step of
+  // a warmup runs at the new limit: 7 candidates, then the optimum.
+  EXPECT_EQ(waits, 2 * 7 + 2 + 8)
+      << "7 windows and the train loop, each opened and closed, and 8 limits set";
   job.begin_eval_epoch(5);
   for (int i = 0; i < 5; ++i)
     job.eval_step_end();
   job.end_eval_epoch();
-  EXPECT_EQ(waits, 2 * 7 + 2 + 2 + 2) << "the eval loop and its window at the optimum";
+  EXPECT_EQ(waits, 2 * 7 + 2 + 8 + 2 + 2) << "the eval loop and its window at the optimum";
   const int before_steps = waits;
   job.report_metric(0.5);
   ASSERT_EQ(job.next_epoch(), 1);

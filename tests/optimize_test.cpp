@@ -1,7 +1,10 @@
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <variant>
 
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
@@ -65,33 +68,38 @@ TEST(CandidateLimits, MaxDownToMinInSteps) {
   EXPECT_THROW(candidate_limits_mw({100'000, 260'000}, 0), ConfigError);
 }
 
-// A host whose steps take a known time and power per limit (kThreeLimits), on a fake clock.
-class FakeHost : public ProfilerHost {
+// A shell whose steps take a known time and power per limit (kThreeLimits), on a fake clock: it
+// carries out what the profiler returns, as energy_job.cpp does on the node's GPUs.
+class FakeShell {
  public:
-  void set_power_limit_mw(int64_t limit_mw) override {
-    limit_mw_ = limit_mw;
-    limits_set.push_back(limit_mw);
-  }
-  void begin_window() override {
-    ASSERT_FALSE(open_);
-    open_ = true;
-    window_epoch_ = epoch;
-    start_s_ = now_s_;
-    start_j_ = energy_j_;
-  }
-  WindowMeasurement end_window() override {
-    EXPECT_TRUE(open_);
-    open_ = false;
-    if (window_epoch_ != epoch) {
-      straddled = true;
+  void apply(PowerLimitProfiler& p, const MaybeAction& action) {
+    if (!action) {
+      return;
     }
-    ++windows;
-    return {std::chrono::duration<double>(now_s_ - start_s_), energy_j_ - start_j_};
-  }
-  void cancel_window() override {
-    EXPECT_TRUE(open_);
-    open_ = false;
-    ++cancelled;
+    ++actions;
+    if (const auto* set = std::get_if<profiler_action::SetLimit>(&*action)) {
+      limit_mw_ = set->limit_mw;
+      limits_set.push_back(set->limit_mw);
+    } else if (std::holds_alternative<profiler_action::BeginWindow>(*action)) {
+      ASSERT_FALSE(open_);
+      open_ = true;
+      window_epoch_ = epoch;
+      start_s_ = now_s_;
+      start_j_ = energy_j_;
+    } else if (std::holds_alternative<profiler_action::EndWindow>(*action)) {
+      EXPECT_TRUE(open_);
+      open_ = false;
+      if (window_epoch_ != epoch) {
+        straddled = true;
+      }
+      ++windows;
+      apply(p, p.on_window_measured(
+                   {std::chrono::duration<double>(now_s_ - start_s_), energy_j_ - start_j_}));
+    } else {
+      EXPECT_TRUE(open_);
+      open_ = false;
+      ++cancelled;
+    }
   }
   // One training step at the current limit.
   void step() {
@@ -110,6 +118,7 @@ class FakeHost : public ProfilerHost {
   int epoch = 0;
   int windows = 0;
   int cancelled = 0;
+  int actions = 0;
   bool straddled = false;
 
  private:
@@ -122,20 +131,62 @@ class FakeHost : public ProfilerHost {
   double start_j_ = 0;
 };
 
-void run_epoch(PowerLimitProfiler& p, FakeHost& host, int64_t iterations) {
+void run_epoch(PowerLimitProfiler& p, FakeShell& host, int64_t iterations) {
   ++host.epoch;
-  p.on_epoch_begin(iterations);
+  host.apply(p, p.on_epoch_begin(iterations));
   for (int64_t i = 0; i < iterations; ++i) {
-    p.on_step_begin();
+    host.apply(p, p.on_step_begin());
     host.step();
-    p.on_step_end();
+    host.apply(p, p.on_step_end());
   }
-  p.on_epoch_end();
+  host.apply(p, p.on_epoch_end());
+}
+
+// The core decides and returns: at which steps it asks for what, without any shell.
+TEST(PowerLimitProfiler, ReturnsWhatToDoAtEachStep) {
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300),
+                       {.warmup_iters = 2, .profile_iters = 3, .step_mw = 100'000});
+  EXPECT_FALSE(p.on_epoch_begin(10).has_value());
+  std::vector<std::string> asked;
+  int windows = 0;
+  const auto name = [](const MaybeAction& a) -> std::string {
+    if (!a) {
+      return "-";
+    }
+    if (const auto* set = std::get_if<profiler_action::SetLimit>(&*a)) {
+      return fmt::format("set {}", set->limit_mw / 1000);
+    }
+    return std::holds_alternative<profiler_action::BeginWindow>(*a) ? "begin"
+           : std::holds_alternative<profiler_action::EndWindow>(*a) ? "end"
+                                                                    : "cancel";
+  };
+  for (int i = 0; i < 10; ++i) {
+    asked.push_back(name(p.on_step_begin()));
+    const MaybeAction end = p.on_step_end();
+    asked.push_back(name(end));
+    if (end && std::holds_alternative<profiler_action::EndWindow>(*end)) {
+      EXPECT_TRUE(p.measurement_owed());
+      EXPECT_THROW((void)p.on_step_begin(), InternalError) << "no step while a window is owed";
+      // 300 W draws 100 W, 200 W 50 W, at the same speed: 200 W is the cheaper.
+      const double energy_j = windows++ == 0 ? 100.0 : 50.0;
+      asked.push_back(name(p.on_window_measured({std::chrono::duration<double>(1.0), energy_j})));
+    }
+  }
+  // 300 W: set at step 0, window after 2 warmup steps, closed after 3; 200 W likewise; the
+  // last measurement returns the optimum to set.
+  // Per step: what on_step_begin, then on_step_end asked (then, after an "end", what the
+  // measurement returned).
+  EXPECT_THAT(asked,
+              ElementsAre("set 300", "-", "-", "begin", "-", "-", "-", "-", "-", "end", "-",
+                          "set 200", "-", "-", "begin", "-", "-", "-", "-", "-", "end", "set 200"));
+  EXPECT_EQ(p.optimal_limit_mw(), 200'000);
+  EXPECT_TRUE(p.done());
+  EXPECT_THROW((void)p.on_window_measured({}), InternalError);
 }
 
 TEST(PowerLimitProfiler, ProfilesEachLimitAndKeepsTheCheapest) {
-  FakeHost host;
-  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
+  FakeShell host;
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   EXPECT_THAT(p.candidates_mw(), ElementsAre(300'000, 250'000, 200'000));
   // 100 iterations per epoch fit two 10+40 windows: 300 and 250 W in epoch 1, 200 W in epoch 2.
   run_epoch(p, host, 100);
@@ -153,11 +204,11 @@ TEST(PowerLimitProfiler, ProfilesEachLimitAndKeepsTheCheapest) {
   EXPECT_NEAR(p.measurements()[1].power_w, 220, 1e-9);
 
   // The first eval epoch after profiling is measured at the optimal limit.
-  p.on_eval_begin();
+  host.apply(p, p.on_eval_begin());
   for (int i = 0; i < 19; ++i) {
     host.step();
   }
-  p.on_eval_end(19);
+  host.apply(p, p.on_eval_end(19));
   const PowerProfile profile = p.profile(1024);
   ASSERT_TRUE(profile.eval_throughput_ips.has_value());
   EXPECT_NEAR(*profile.eval_throughput_ips, 9.5, 1e-9);
@@ -165,8 +216,8 @@ TEST(PowerLimitProfiler, ProfilesEachLimitAndKeepsTheCheapest) {
 }
 
 TEST(PowerLimitProfiler, WindowNeverStraddlesAnEpoch) {
-  FakeHost host;
-  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
+  FakeShell host;
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   // 70 iterations: one 50-iteration window fits, the next does not start in the last 20.
   for (int e = 0; e < 3; ++e) {
     run_epoch(p, host, 70);
@@ -177,16 +228,15 @@ TEST(PowerLimitProfiler, WindowNeverStraddlesAnEpoch) {
 }
 
 TEST(PowerLimitProfiler, ShortEpochsShrinkTheWindowInProportion) {
-  FakeHost host;
-  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
+  FakeShell host;
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   run_epoch(p, host, 25);  // 10+40 shrinks to 5+20
   EXPECT_EQ(p.warmup_iters(), 5);
   EXPECT_EQ(p.profile_iters(), 20);
   EXPECT_EQ(p.measurements().size(), 1u);
-  FakeHost host2;
-  PowerLimitProfiler tiny({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host2);
+  PowerLimitProfiler tiny({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   try {
-    tiny.on_epoch_begin(4);
+    (void)tiny.on_epoch_begin(4);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("too short"));
@@ -194,16 +244,16 @@ TEST(PowerLimitProfiler, ShortEpochsShrinkTheWindowInProportion) {
 }
 
 TEST(PowerLimitProfiler, EpochEndingEarlyCancelsTheWindowAndRedoesTheLimit) {
-  FakeHost host;
-  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
+  FakeShell host;
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   ++host.epoch;
-  p.on_epoch_begin(100);
+  host.apply(p, p.on_epoch_begin(100));
   for (int i = 0; i < 30; ++i) {  // the loader ended after 30 of the 100 announced steps
-    p.on_step_begin();
+    host.apply(p, p.on_step_begin());
     host.step();
-    p.on_step_end();
+    host.apply(p, p.on_step_end());
   }
-  p.on_epoch_end();
+  host.apply(p, p.on_epoch_end());
   EXPECT_TRUE(p.measurements().empty());
   EXPECT_EQ(host.cancelled, 1) << "the open window is cancelled, not measured";
   EXPECT_EQ(host.windows, 0);
@@ -213,9 +263,9 @@ TEST(PowerLimitProfiler, EpochEndingEarlyCancelsTheWindowAndRedoesTheLimit) {
 }
 
 TEST(PowerLimitProfiler, ObserverModeStaysAtTheMaximum) {
-  FakeHost host;
+  FakeShell host;
   PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300),
-                       {.step_mw = 50'000, .use_optimal_limit = false}, host);
+                       {.step_mw = 50'000, .use_optimal_limit = false});
   run_epoch(p, host, 200);
   ASSERT_TRUE(p.done());
   EXPECT_EQ(p.optimal_limit_mw(), 250'000);
@@ -223,15 +273,15 @@ TEST(PowerLimitProfiler, ObserverModeStaysAtTheMaximum) {
 }
 
 TEST(PowerLimitProfiler, LoadedProfileSkipsProfiling) {
-  FakeHost host;
-  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000}, host);
+  FakeShell host;
+  PowerLimitProfiler p({200'000, 300'000}, CostModel(0.5, 300), {.step_mw = 50'000});
   PowerProfile saved;
   saved.global_batch_size = 64;
   for (const auto& m : kThreeLimits) {
     saved.train[m.power_limit_mw] = m;
   }
   saved.optimal_power_limit_mw = 250'000;
-  p.load(saved);
+  host.apply(p, p.load(saved));
   EXPECT_TRUE(p.done());
   EXPECT_THAT(host.limits_set, ElementsAre(250'000));
 }

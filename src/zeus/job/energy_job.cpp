@@ -13,42 +13,45 @@
 #include "zeus/common/power.h"
 #include "zeus/common/units.h"
 #include "zeus/contract/run_files.h"
+#include "zeus/job/job_core.h"
 #include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
 #include "zeus/job/node_limits.h"
 #include "zeus/job/node_meter.h"
 #include "zeus/job/profile_exchange.h"
 #include "zeus/job/progress_bar.h"
+#include "zeus/job/rank_clock.h"
 #include "zeus/optimize/early_stop.h"
 #include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus::job {
 
-using Clock = std::chrono::steady_clock;
 namespace ps = optimize::profiler_state;
-using contract::EpochRecord;
+namespace pa = optimize::profiler_action;
 using contract::StopReason;
 using contract::TrainResult;
-using contract::WindowRecord;
 
 namespace {
 
-int64_t unix_ns_now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t unix_ns(const ClockReading& t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.wall.time_since_epoch()).count();
 }
 
 }  // namespace
 
-class EnergyJob::Impl final : public optimize::ProfilerHost {
+// The shell around the job's pure parts (Note [pure cores]): the profiler and JobCore decide,
+// this carries it out on the node's GPUs (NodeLimits, NodeMeter), the collectives and the
+// rank's clock.
+class EnergyJob::Impl {
  public:
-  Impl(ResolvedJobOptions options, Collectives& collectives, RankDevice device)
+  Impl(ResolvedJobOptions options, Collectives& collectives, RankDevice device,
+       std::unique_ptr<RankClock> clock)
       : o_(std::move(options)),
         coll_(collectives),
         ranks_(collectives.ranks()),
         device_(std::move(device)) {
     gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
+    clock_ = clock ? std::move(clock) : make_rank_clock(*gpus_);
     agree(coll_, "taking the node's power limits",
           [&] { limits_ = std::make_unique<NodeLimits>(o_, *gpus_); });
     meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
@@ -63,7 +66,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     const LimitRangeMessage limits = LimitRangeMessage::decode(range);
     range_ = limits.range;
     current_limit_mw_ = o_.measure_only ? limits.current_limit_mw : range_.max_mw;
-    cost_.emplace(o_.eta, mw_to_w(range_.max_mw) * ranks_.world_size);
+    core_.emplace(o_, ranks_, range_);
     progress_on_ = o_.progress_bar && ranks_.is_master();
     if (o_.measure_only) {
       if (ranks_.is_master()) {
@@ -80,9 +83,9 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     popts.step_mw = o_.power_limit_step_mw;
     popts.selector = o_.selector;
     popts.use_optimal_limit = !o_.observer_mode;
-    profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, *cost_, popts, *this);
+    profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, core_->cost(), popts);
     if (auto saved = load_and_share_profile(o_, coll_)) {
-      profiler_->load(*saved);
+      apply(profiler_->load(*saved));
       profile_loaded_ = true;
     }
     if (ranks_.is_master()) {
@@ -101,44 +104,52 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
   }
 
-  // --- ProfilerHost (called on every rank at the same step) ---
-  void set_power_limit_mw(int64_t limit_mw) override {
-    current_limit_mw_ = limit_mw;
-    limits_->set_power_limit_mw(limit_mw);
-    // No rank steps on before its node's local master has applied the limit: otherwise a rank
-    // of a fast loop (a simulated GPU's virtual clock above all) runs its next steps at the old
-    // one. Every rank's profiler sets limits at the same steps, so this barrier matches.
-    barrier();
+  // --- carrying out what the profiler decided (on every rank at the same step) ---
+  void apply(const optimize::MaybeAction& action) {
+    if (action) {
+      std::visit([&](const auto& a) { apply(a); }, *action);
+    }
   }
 
-  void begin_window() override {
-    sync_point([&] {
-      window_t0_ = now();
-      window_begin_unix_ns_ = unix_ns_now();
+  void apply(const pa::SetLimit& set) {
+    // No rank steps on before its node's local master has applied the limit, and the master
+    // applies it only after every rank's steps so far were accounted at the old one (a
+    // simulated GPU's settle). Every rank's profiler sets limits at the same steps, so the
+    // barriers match.
+    current_limit_mw_ = set.limit_mw;
+    sync_point([&](const ClockReading&) { limits_->set_power_limit_mw(set.limit_mw); });
+  }
+
+  void apply(const pa::BeginWindow&) {
+    sync_point([&](const ClockReading& t) {
+      window_begin_ = t;
       meter_->begin_window("profile");
     });
   }
 
-  optimize::WindowMeasurement end_window() override {
-    synchronize_device();
+  void apply(const pa::EndWindow&) {
+    const bool train_window = !profiler_->done();  // not the eval one at the optimum
+    settle_device();
     barrier();
-    std::vector<double> v = WindowMessage::contribution(ranks_, to_seconds(now() - window_t0_),
-                                                        meter_->end_window("profile"));
+    const ClockReading end = clock_->now();
+    std::vector<double> v = WindowMessage::contribution(
+        ranks_, to_seconds(end.monotonic - window_begin_.monotonic), meter_->end_window("profile"));
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
     const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
-    if (!profiler_->done()) {  // a train profiling window, not the eval one at the optimum
-      windows_.push_back({epoch_, current_limit_mw_, window_begin_unix_ns_, unix_ns_now()});
+    if (train_window) {
+      core_->add_window({epoch_, current_limit_mw_, unix_ns(window_begin_), unix_ns(end)});
     }
     if (ranks_.is_master()) {
       logger().debug("window at {} W: {:.3f} s, {:.1f} J", mw_to_w(current_limit_mw_),
                      window.max_elapsed_s, window.energy_j);
     }
-    return {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j};
+    apply(profiler_->on_window_measured(
+        {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j}));
   }
 
   // Every rank cancels at the same step (the profiler's schedule is the same everywhere): no
   // collective is needed, and neither the window's energy nor its record is kept.
-  void cancel_window() override { meter_->end_window("profile"); }
+  void apply(const pa::CancelWindow&) { meter_->end_window("profile"); }
 
   // --- the epoch protocol ---
   std::optional<int> next_epoch() {
@@ -153,24 +164,13 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     using Code = DecisionMessage::Code;
     std::vector<double> d(DecisionMessage::kSize, 0.0);
     if (ranks_.is_master()) {
-      DecisionMessage decision;
-      decision.metric = metric_;
-      if (reached()) {
-        decision.code = Code::kTargetReached;
-      } else if (epoch_ + 1 >= o_.max_epochs) {
-        decision.code = Code::kMaxEpochs;
-      } else if (epoch_ >= 0 && profiling_done()) {
-        decision.forecast = optimize::forecast_next_epoch(*cost_, forecast_inputs());
-        if (optimize::reaches_threshold(decision.forecast, o_.cost_threshold)) {
-          decision.code = Code::kCostThreshold;
-        }
-      }
-      d = decision.encode();
+      d = core_->decide(epoch_, metric_, o_.higher_is_better, profile_view(), current_limit_mw_)
+              .encode();
     }
     coll_.broadcast(d, 0);
     const DecisionMessage decision = DecisionMessage::decode(d);
-    if (!records_.empty() && decision.metric) {
-      records_.back().metric = decision.metric;
+    if (decision.metric) {
+      core_->set_last_metric(*decision.metric);
     }
     if (decision.code == Code::kContinue) {
       ++epoch_;
@@ -181,8 +181,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
            : decision.code == Code::kMaxEpochs   ? StopReason::kMaxEpochs
                                                  : StopReason::kCostThreshold);
     if (decision.code == Code::kCostThreshold) {
-      throw optimize::CostThresholdExceeded(decision.forecast, total_energy_j_, total_time_s_,
-                                            o_.cost_threshold);
+      throw optimize::CostThresholdExceeded(decision.forecast, core_->total_energy_j(),
+                                            core_->total_time_s(), o_.cost_threshold);
     }
     return std::nullopt;
   }
@@ -196,24 +196,24 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
     open_loop(train_, Phase::kTrain, iterations);
     if (profiler_) {
-      profiler_->on_epoch_begin(iterations);
+      apply(profiler_->on_epoch_begin(iterations));
     }
   }
 
   void train_step_begin() {
     if (profiler_) {
-      profiler_->on_step_begin();
+      apply(profiler_->on_step_begin());
     }
   }
 
   void train_step_end() {
-    gpus_->sim_run_iteration();
+    ++steps_unsettled_;
     ++train_.done;
     if (profiling_done()) {
-      ++iters_after_profiling_;
+      core_->count_step_after_profiling();
     }
     if (profiler_) {
-      profiler_->on_step_end();
+      apply(profiler_->on_step_end());
     }
     if (progress_on_) {
       draw_progress("train", train_);
@@ -225,7 +225,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       return;
     }
     if (profiler_) {
-      profiler_->on_epoch_end();
+      apply(profiler_->on_epoch_end());
     }
     close_loop(train_);
   }
@@ -237,7 +237,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     }
     open_loop(eval_, Phase::kEval, iterations);
     if (profiler_) {
-      profiler_->on_eval_begin();
+      apply(profiler_->on_eval_begin());
     }
   }
 
@@ -245,7 +245,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (phase_ != Phase::kEval) {
       return;
     }
-    gpus_->sim_run_iteration();
+    ++steps_unsettled_;
     ++eval_.done;
     if (progress_on_) {
       draw_progress("eval ", eval_);
@@ -257,7 +257,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
       return;
     }
     if (profiler_) {
-      profiler_->on_eval_end(eval_.done);
+      apply(profiler_->on_eval_end(eval_.done));
     }
     close_loop(eval_);
     save_profile(/*need_eval=*/true);
@@ -286,7 +286,7 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     const char* window;  // the EnergyMonitor window
     int64_t total = 0;
     int64_t done = 0;
-    std::chrono::nanoseconds t0{0};
+    ClockReading t0;
     double elapsed_s = 0;
     double energy_j = 0;
     int64_t iterations = 0;
@@ -296,35 +296,31 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (!meter_->epoch_log_running()) {
       meter_->start_epoch_log(epoch_);
     }
-    sync_point([&] {
-      gpus_->sim_set_busy(true);
-      loop.t0 = now();
+    phase_ = phase;  // the device is busy from here: the sync point's settle says so
+    sync_point([&](const ClockReading& t) {
+      loop.t0 = t;
       meter_->begin_window(loop.window);
     });
-    phase_ = phase;
     loop.total = iterations;
     loop.done = 0;
   }
 
   void close_loop(LoopTally& loop) {
-    sync_point([&] {
-      loop.elapsed_s += to_seconds(now() - loop.t0);
-      gpus_->sim_set_busy(false);
+    phase_ = Phase::kBetween;
+    sync_point([&](const ClockReading& t) {
+      loop.elapsed_s += to_seconds(t.monotonic - loop.t0.monotonic);
       loop.energy_j += meter_->end_window(loop.window);
     });
     loop.iterations += loop.done;
-    phase_ = Phase::kBetween;
   }
 
-  // The rank's clock: its simulated GPU's virtual time, or the machine's monotonic clock.
-  std::chrono::nanoseconds now() {
-    return gpus_->sim_now().value_or(Clock::now().time_since_epoch());
-  }
-
-  void synchronize_device() {
+  // Waits for the rank's device and hands the steps since the last sync point to its clock.
+  void settle_device() {
     if (device_.synchronize) {
       device_.synchronize();
     }
+    clock_->settle(steps_unsettled_, phase_ != Phase::kBetween);
+    steps_unsettled_ = 0;
   }
 
   void barrier() {
@@ -333,13 +329,24 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   }
 
   // Every rank finished its preceding work (its device's queued kernels included) before `read`
-  // runs, and none starts new work before every rank's `read` ran (so a window's energy holds
-  // exactly its steps).
-  void sync_point(const std::function<void()>& read) {
-    synchronize_device();
+  // runs, on the clock's reading taken after the first barrier, and none starts new work before
+  // every rank's `read` ran (so a window's energy holds exactly its steps).
+  void sync_point(const std::function<void(const ClockReading&)>& read) {
+    settle_device();
     barrier();
-    read();
+    read(clock_->now());
     barrier();
+  }
+
+  ProfileView profile_view() const {
+    ProfileView v;
+    v.profiling = profiler_ != nullptr;
+    v.done = profiling_done();
+    v.loaded = profile_loaded_;
+    if (profiler_ && profiler_->done()) {
+      v.profile = profiler_->profile(o_.global_batch_size);
+    }
+    return v;
   }
 
   // Once profiling is done: when `need_eval`, only after the eval epoch at the optimum was
@@ -378,18 +385,8 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
     if (o_.measure_only) {
       current_limit_mw_ = epoch.master_limit_mw;
     }
-    EpochRecord rec;
-    rec.epoch = epoch_;
-    rec.train_iterations = train_.iterations;
-    rec.eval_iterations = eval_.iterations;
-    rec.train_time_s = epoch.train_time_s;
-    rec.eval_time_s = epoch.eval_time_s;
-    rec.train_energy_j = epoch.train_energy_j;
-    rec.eval_energy_j = epoch.eval_energy_j;
-    rec.power_limit_mw = current_limit_mw_;
-    total_time_s_ += rec.train_time_s + rec.eval_time_s;
-    total_energy_j_ += rec.train_energy_j + rec.eval_energy_j;
-    records_.push_back(rec);
+    const contract::EpochRecord& rec =
+        core_->add_epoch(epoch_, train_.iterations, eval_.iterations, epoch, current_limit_mw_);
     train_ = {"train"};
     eval_ = {"eval"};
     meter_->stop_epoch_log();
@@ -399,83 +396,15 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
           "{:.1f} J, {:.2f} s, cost {:.1f}",
           rec.epoch + 1, rec.train_time_s, rec.eval_time_s, rec.train_energy_j + rec.eval_energy_j,
           mw_to_w(rec.power_limit_mw), metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
-          total_energy_j_, total_time_s_, cost_->cost(total_energy_j_, total_time_s_));
+          core_->total_energy_j(), core_->total_time_s(),
+          core_->cost().cost(core_->total_energy_j(), core_->total_time_s()));
     }
-  }
-
-  bool reached() const {
-    if (!metric_) {
-      return false;
-    }
-    return o_.higher_is_better ? *metric_ >= o_.target_metric : *metric_ <= o_.target_metric;
-  }
-
-  // The last epoch's lengths and the profile's numbers at the limit the job runs at; measuring
-  // only (no profile), the last epoch's own rates.
-  optimize::EpochForecastInputs forecast_inputs() const {
-    optimize::EpochForecastInputs in;
-    const EpochRecord& last = records_.back();
-    in.energy_so_far_j = total_energy_j_;
-    in.time_so_far_s = total_time_s_;
-    in.train_iters_per_epoch = last.train_iterations;
-    in.eval_iters_per_epoch = last.eval_iterations;
-    if (!profiler_) {
-      const auto rate = [](int64_t iters, double s) { return s > 0 ? iters / s : 0.0; };
-      const auto power = [](double j, double s) { return s > 0 ? j / s : 0.0; };
-      in.train_throughput_ips = rate(last.train_iterations, last.train_time_s);
-      in.train_power_w = power(last.train_energy_j, last.train_time_s);
-      in.eval_throughput_ips = rate(last.eval_iterations, last.eval_time_s);
-      in.eval_power_w = power(last.eval_energy_j, last.eval_time_s);
-      return in;
-    }
-    const optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
-    const auto it = p.train.find(current_limit_mw_);
-    const optimize::LimitMeasurement m =
-        it != p.train.end() ? it->second : p.train.at(p.optimal_power_limit_mw);
-    in.train_throughput_ips = m.throughput_ips;
-    in.train_power_w = m.power_w;
-    in.eval_throughput_ips = p.eval_throughput_ips.value_or(m.throughput_ips);
-    in.eval_power_w = p.eval_power_w.value_or(m.power_w);
-    return in;
   }
 
   void finish(StopReason reason) {
-    TrainResult r;
-    r.energy_j = total_energy_j_;
-    r.time_s = total_time_s_;
-    r.cost = cost_->cost(total_energy_j_, total_time_s_);
-    r.num_epochs = static_cast<int>(records_.size());
-    r.reached = reason == StopReason::kTargetReached;
-    r.job_id = o_.job_id;
-    r.global_batch_size = o_.global_batch_size;
-    r.world_size = ranks_.world_size;
-    r.nodes = ranks_.world_size / std::max(1, ranks_.local_world_size);
-    r.device = ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
-    r.eta = o_.eta;
-    r.max_power_w = cost_->max_power_w();
-    r.cost_threshold = o_.cost_threshold;
-    r.target_metric = o_.target_metric;
-    r.stop_reason = reason;
-    r.observer_mode = o_.observer_mode;
-    r.measure_only = o_.measure_only;
-    r.profiled = profiler_ && !profile_loaded_;
-    r.max_power_limit_mw = range_.max_mw;
-    r.epochs = records_;
-    r.windows = windows_;
-    if (profiler_ && profiler_->done()) {
-      r.optimal_power_limit_mw = profiler_->optimal_limit_mw();
-      const auto p = profiler_->profile(o_.global_batch_size);
-      const auto at_max = p.train.find(range_.max_mw);
-      const auto at_opt = p.train.find(p.optimal_power_limit_mw);
-      if (at_max != p.train.end() && at_opt != p.train.end()) {
-        const auto n = static_cast<double>(iters_after_profiling_);
-        const auto& mx = at_max->second;
-        const auto& op = at_opt->second;
-        r.estimated_energy_saving_j =
-            n * (mx.power_w / mx.throughput_ips - op.power_w / op.throughput_ips);
-        r.estimated_time_saving_s = n * (1.0 / mx.throughput_ips - 1.0 / op.throughput_ips);
-      }
-    }
+    const std::string device =
+        ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
+    TrainResult r = core_->result(reason, profile_view(), device);
     result_ = r;
     meter_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
@@ -520,8 +449,10 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   std::unique_ptr<NodeGpus> gpus_;      // which GPUs
   std::unique_ptr<NodeLimits> limits_;  // their limits and journal
   std::unique_ptr<NodeMeter> meter_;    // their energy windows and power logs
+  std::unique_ptr<RankClock> clock_;    // injected, or its simulated GPU's, or the machine's
+  int64_t steps_unsettled_ = 0;         // steps since the clock's last settle
   PowerLimitRange range_;               // the global master's GPUs'
-  std::optional<optimize::CostModel> cost_;
+  std::optional<JobCore> core_;         // the ledger and the decisions
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   bool profile_loaded_ = false;
   bool profile_saved_ = false;
@@ -531,21 +462,17 @@ class EnergyJob::Impl final : public optimize::ProfilerHost {
   Phase phase_ = Phase::kBetween;
   LoopTally train_{"train"};
   LoopTally eval_{"eval"};
-  std::chrono::nanoseconds window_t0_{0};
-  int64_t window_begin_unix_ns_ = 0;
+  ClockReading window_begin_;
   std::optional<double> metric_;
-  double total_energy_j_ = 0;
-  double total_time_s_ = 0;
-  int64_t iters_after_profiling_ = 0;
-  std::vector<EpochRecord> records_;
-  std::vector<WindowRecord> windows_;
   std::optional<TrainResult> result_;
   bool progress_on_ = false;
   ProgressBar progress_;
 };
 
-EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device)
-    : impl_(std::make_unique<Impl>(std::move(options), collectives, std::move(device))) {}
+EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device,
+                     std::unique_ptr<RankClock> clock)
+    : impl_(std::make_unique<Impl>(std::move(options), collectives, std::move(device),
+                                   std::move(clock))) {}
 EnergyJob::~EnergyJob() = default;
 std::optional<int> EnergyJob::next_epoch() {
   return impl_->next_epoch();

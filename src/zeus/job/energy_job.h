@@ -18,6 +18,7 @@
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
 #include "zeus/job/node_gpus.h"
+#include "zeus/job/rank_clock.h"
 
 namespace zeus::job {
 
@@ -33,8 +34,11 @@ namespace zeus::job {
 // path: outside profiling windows they touch no device and no collective.
 class EnergyJob {
  public:
-  // `device` is what this rank trains on (its GPU, and how to wait for it before measuring).
-  EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device = {});
+  // `device` is what this rank trains on (its GPU, and how to wait for it before measuring);
+  // `clock` what its measurements are read on (null: make_rank_clock's, the simulated GPU's or
+  // the machine's).
+  EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device = {},
+            std::unique_ptr<RankClock> clock = nullptr);
   ~EnergyJob();
   EnergyJob(const EnergyJob&) = delete;
   EnergyJob& operator=(const EnergyJob&) = delete;

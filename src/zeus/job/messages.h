@@ -5,7 +5,8 @@
 // The protocol (Note [job protocol]): every rank calls the same collectives in the same order.
 //  1. Construction: rank 0 broadcasts LimitRangeMessage (its GPUs' range; measuring only, the
 //     limit they run at). Then the saved power profile is shared (profile_exchange.h).
-//  2. Each limit the profiler sets: a barrier after it (no rank steps on at the old limit).
+//  2. Each limit the profiler sets: a barrier before it (every rank's steps so far are settled at
+//     the old limit) and after it (no rank steps on at the old limit).
 //     Each profiling window: barrier (an all-reduce of one zero) before and after its start;
 //     at its end a barrier, then an all-reduce of WindowMessage (each rank's elapsed time, each
 //     node's energy).

@@ -195,23 +195,4 @@ std::string NodeGpus::locator() const {
   return gpus_ ? gpus_->locator() : std::string();
 }
 
-void NodeGpus::sim_run_iteration() {
-  if (sim_) {
-    sim_->run_iterations(ranks_.local_rank, 1);
-  }
-}
-
-void NodeGpus::sim_set_busy(bool busy) {
-  if (sim_) {
-    sim_->set_busy(ranks_.local_rank, busy);
-  }
-}
-
-std::optional<std::chrono::nanoseconds> NodeGpus::sim_now() {
-  if (sim_ && o_.sim_clock == device::sim::SimClock::kVirtual) {
-    return sim_->now(ranks_.local_rank);
-  }
-  return std::nullopt;
-}
-
 }  // namespace zeus::job

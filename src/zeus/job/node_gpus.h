@@ -36,8 +36,8 @@ struct RankDevice {
 
 // Contract: made by every rank with the same options (construction is collective and agreed:
 // an error on any rank is thrown on every rank). Afterwards only the local master holds devices;
-// the measuring calls are no-ops elsewhere, except the simulated GPU's per-rank clock. Used from
-// one thread.
+// elsewhere only a simulated GPU is held, for the rank's clock (rank_clock.h). Used from one
+// thread.
 class NodeGpus {
  public:
   NodeGpus(const ResolvedJobOptions& options, Collectives& collectives, const RankDevice& device);
@@ -58,11 +58,9 @@ class NodeGpus {
   const std::vector<int>& owned() const { return owned_; }
   const RankInfo& ranks() const { return ranks_; }
 
-  // Simulated GPUs: the rank's GPU runs one iteration / is busy inside a loop; the rank's clock.
+  // Simulated GPUs (one per local rank; every rank holds them, for its clock): null on NVML.
   bool simulated() const { return sim_ != nullptr; }
-  void sim_run_iteration();
-  void sim_set_busy(bool busy);
-  std::optional<std::chrono::nanoseconds> sim_now();
+  device::sim::SimGpuSet* sim_gpus() { return sim_; }
 
  private:
   void open_simulated();

@@ -1,7 +1,9 @@
 // Just-in-time power-limit profiling: during the first epochs of training, run each candidate
 // limit for a warmup and a profiling window, measure throughput and power, then keep the
-// cheapest limit. A pure state machine driven by the training loop's events; it acts on the world
-// only through ProfilerHost (set a limit, measure a window).
+// cheapest limit. A pure state machine driven by the training loop's events: each event returns
+// what to do (set a limit, open, close or cancel a window), and a shell (job/energy_job.cpp over
+// the node's GPUs and the collectives; a fake in the tests) carries it out and reports a closed
+// window's measurement back. No clock, no device, no I/O here.
 #pragma once
 
 #include <chrono>
@@ -23,19 +25,26 @@ struct WindowMeasurement {
   double energy_j = 0;
 };
 
-// What the profiler asks of the trainer. On data-parallel runs the master implements it: it
-// sets the limits of the node's GPUs and measures the job's energy (sum over nodes) and time
-// (max over ranks).
-class ProfilerHost {
- public:
-  virtual ~ProfilerHost() = default;
-  virtual void set_power_limit_mw(int64_t limit_mw) = 0;
-  virtual void begin_window() = 0;
-  virtual WindowMeasurement end_window() = 0;
-  // Closes the open window without a measurement (the epoch ended inside it): nothing of it may
-  // be recorded anywhere (Zeus's end_window(cancel=True)).
-  virtual void cancel_window() = 0;
+// What the profiler asks of its shell. On data-parallel runs every rank's profiler asks the same
+// at the same step; the shell sets the limits of the node's GPUs and measures the job's energy
+// (sum over nodes) and time (max over ranks).
+namespace profiler_action {
+struct SetLimit {
+  int64_t limit_mw;
 };
+// Opens a window: its time and energy are measured from here.
+struct BeginWindow {};
+// Closes the open window and measures it; the shell must hand the measurement to
+// PowerLimitProfiler::on_window_measured() before the next event.
+struct EndWindow {};
+// Closes the open window without a measurement (the epoch ended inside it): nothing of it may be
+// recorded anywhere (Zeus's end_window(cancel=True)).
+struct CancelWindow {};
+}  // namespace profiler_action
+using ProfilerAction = std::variant<profiler_action::SetLimit, profiler_action::BeginWindow,
+                                    profiler_action::EndWindow, profiler_action::CancelWindow>;
+// At most one action per event.
+using MaybeAction = std::optional<ProfilerAction>;
 
 struct ProfilerOptions {
   int warmup_iters = 10;  // ZEUS_PROFILE_PARAMS="10,40"
@@ -81,21 +90,28 @@ using ProfilerState = std::variant<profiler_state::Ready, profiler_state::Warmup
 
 // Contract: call from the training loop's thread, in order: on_epoch_begin(n), then per step
 // on_step_begin()/on_step_end(), then on_epoch_end(); eval epochs between on_eval_begin() and
-// on_eval_end(n). Throws ConfigError when an epoch is too short for even a shrunk window.
+// on_eval_end(n). Each returns what the shell does next; after an EndWindow the shell calls
+// on_window_measured() (which may return the final SetLimit) before any other event. Throws
+// ConfigError when an epoch is too short for even a shrunk window, DeviceError when a window
+// measured no time, InternalError when the order is broken.
 class PowerLimitProfiler {
  public:
-  PowerLimitProfiler(PowerLimitRange range_mw, CostModel cost, ProfilerOptions options,
-                     ProfilerHost& host);
+  PowerLimitProfiler(PowerLimitRange range_mw, CostModel cost, ProfilerOptions options);
 
-  // Skips profiling: the limits were measured before (the saved bs{B}.power.json).
-  void load(const PowerProfile& profile);
+  // Skips profiling: the limits were measured before (the saved bs{B}.power.json). Returns the
+  // limit to run at.
+  [[nodiscard]] profiler_action::SetLimit load(const PowerProfile& profile);
 
-  void on_epoch_begin(int64_t iterations);
-  void on_step_begin();
-  void on_step_end();
-  void on_epoch_end();
-  void on_eval_begin();
-  void on_eval_end(int64_t iterations);
+  [[nodiscard]] MaybeAction on_epoch_begin(int64_t iterations);
+  [[nodiscard]] MaybeAction on_step_begin();
+  [[nodiscard]] MaybeAction on_step_end();
+  [[nodiscard]] MaybeAction on_epoch_end();
+  [[nodiscard]] MaybeAction on_eval_begin();
+  [[nodiscard]] MaybeAction on_eval_end(int64_t iterations);
+  // The measurement of the window an EndWindow closed.
+  [[nodiscard]] MaybeAction on_window_measured(const WindowMeasurement& window);
+  // An EndWindow is waiting for its measurement.
+  bool measurement_owed() const { return owed_ != Owed::kNothing; }
 
   bool done() const { return std::holds_alternative<profiler_state::Done>(state_); }
   const ProfilerState& state() const { return state_; }
@@ -110,18 +126,22 @@ class PowerLimitProfiler {
   PowerProfile profile(int64_t global_batch_size) const;
 
  private:
-  void finish();
+  enum class Owed { kNothing, kTrainWindow, kEvalWindow };
+
+  profiler_action::SetLimit finish();
+  void check_nothing_owed(const char* event) const;
 
   PowerLimitRange range_;
   CostModel cost_;
   ProfilerOptions options_;
-  ProfilerHost& host_;
   std::vector<int64_t> candidates_;
   ProfilerState state_;
   int warmup_;
   int profile_;
   int64_t steps_left_in_epoch_ = 0;
   bool eval_window_open_ = false;
+  Owed owed_ = Owed::kNothing;
+  int64_t eval_iterations_ = 0;
   std::vector<LimitMeasurement> measurements_;
   std::optional<int64_t> optimal_mw_;
   std::optional<double> eval_throughput_ips_;
