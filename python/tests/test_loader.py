@@ -311,8 +311,10 @@ def test_cuda_is_synchronized_at_measurement_timestamps_only(job_env: Path,
         train.report_metric(0.1)
     assert set(calls) == {0}
     assert train.result["profiled"]
-    # Epoch 0 profiles (windows of 2 + 3 steps): the loop's start, then each window's both ends.
-    assert per_epoch[0][0] == 1 and per_epoch[0][1] >= 2 * 5
+    # Epoch 0 profiles (windows of 2 + 3 steps): the loop's start and the first limit (a limit is
+    # set only once the device finished the work before it) before the first batch, then each
+    # window's both ends and each further limit.
+    assert per_epoch[0][0] == 2 and per_epoch[0][1] >= 2 * 5
     # The last epoch runs at the optimal limit: the loop's start and end only.
     assert per_epoch[-1] == (1, 1)
 
