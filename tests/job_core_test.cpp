@@ -63,7 +63,7 @@ TEST(JobCore, ForecastsAtTheLimitItRunsAtAndStopsAtTheThreshold) {
   EXPECT_EQ(measuring.code, Code::kCostThreshold);
   // With a profile the next epoch runs at the limit in force: 200 W draws 100 W at 20 it/s (5 s,
   // 500 J for 100 iterations), cost 2500 + 250 + 750 = 3500 < 4000.
-  ProfileView profiled{.profiling = true, .done = true};
+  ProfileView profiled{.profiling = true};
   optimize::PowerProfile p;
   p.train[300'000] = {300'000, 10, 200};
   p.train[200'000] = {200'000, 20, 100};

@@ -129,9 +129,7 @@ class EnergyJob::Impl {
 
   void apply(const pa::EndWindow&) {
     const bool train_window = !profiler_->done();  // not the eval one at the optimum
-    settle_device();
-    barrier();
-    const ClockReading end = clock_->now();
+    const ClockReading end = align();
     std::vector<double> v = WindowMessage::contribution(
         ranks_, to_seconds(end.monotonic - window_begin_.monotonic), meter_->end_window("profile"));
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
@@ -332,16 +330,21 @@ class EnergyJob::Impl {
   // runs, on the clock's reading taken after the first barrier, and none starts new work before
   // every rank's `read` ran (so a window's energy holds exactly its steps).
   void sync_point(const std::function<void(const ClockReading&)>& read) {
+    read(align());
+    barrier();
+  }
+
+  // The first half of a sync point: every rank's preceding work is done and settled; the clock's
+  // reading at that moment.
+  ClockReading align() {
     settle_device();
     barrier();
-    read(clock_->now());
-    barrier();
+    return clock_->now();
   }
 
   ProfileView profile_view() const {
     ProfileView v;
     v.profiling = profiler_ != nullptr;
-    v.done = profiling_done();
     v.loaded = profile_loaded_;
     if (profiler_ && profiler_->done()) {
       v.profile = profiler_->profile(o_.global_batch_size);

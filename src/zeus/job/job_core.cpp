@@ -52,7 +52,7 @@ DecisionMessage JobCore::decide(int epoch, std::optional<double> metric, bool hi
     decision.code = Code::kTargetReached;
   } else if (epoch + 1 >= o_.max_epochs) {
     decision.code = Code::kMaxEpochs;
-  } else if (epoch >= 0 && !records_.empty() && (!profile.profiling || profile.done)) {
+  } else if (epoch >= 0 && !records_.empty() && (!profile.profiling || profile.profile)) {
     decision.forecast =
         optimize::forecast_next_epoch(cost_, forecast_inputs(profile, current_limit_mw));
     if (optimize::reaches_threshold(decision.forecast, o_.cost_threshold)) {

@@ -21,10 +21,9 @@ namespace zeus::job {
 // What the profiler knows when the core decides: nothing measuring only; the profile (with the
 // optimum) once profiling is done.
 struct ProfileView {
-  bool profiling = false;  // a profiler runs (not measure-only)
-  bool done = false;
+  bool profiling = false;                         // a profiler runs (not measure-only)
   bool loaded = false;                            // the profile came from the saved file
-  std::optional<optimize::PowerProfile> profile;  // set once done
+  std::optional<optimize::PowerProfile> profile;  // set once profiling is done
 };
 
 // Contract: one per rank, fed the same agreed numbers on every rank, so every rank's core holds
@@ -43,7 +42,8 @@ class JobCore {
   // One train step after profiling finished (for the estimated savings).
   void count_step_after_profiling() { ++iters_after_profiling_; }
 
-  // The master's decision before epoch `epoch` + 1 (epoch -1: before the first).
+  // The master's decision before epoch `epoch` + 1 (epoch -1: before the first). The metric's
+  // direction is an argument, not the options' (report_metric may change it per epoch).
   DecisionMessage decide(int epoch, std::optional<double> metric, bool higher_is_better,
                          const ProfileView& profile, int64_t current_limit_mw) const;
   // The forecast's inputs: the last epoch's lengths and the profile's numbers at the limit the
