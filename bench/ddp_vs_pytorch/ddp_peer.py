@@ -6,6 +6,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import sys
 import time
 
@@ -90,11 +91,13 @@ def main():
         step()
     dist.barrier()
     loss_sum = 0.0
+    faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.perf_counter()
     for _ in range(args.iters):
         step()
     dist.barrier()
     elapsed = time.perf_counter() - start
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
     mean_loss = torch.tensor([loss_sum / args.iters], dtype=torch.float64)
     dist.all_reduce(mean_loss)
     if rank == 0:
@@ -103,6 +106,7 @@ def main():
             "iters": args.iters, "batch_size": args.batch_size, "elapsed_s": elapsed,
             "samples_per_s": args.iters * args.batch_size * world / elapsed,
             "mean_loss": mean_loss.item() / world,
+            "minor_faults_per_iter": faults / args.iters,
         }), flush=True)
 
 

@@ -61,9 +61,10 @@ def main():
     peer = os.path.join(HERE, "ddp_peer.py")
     configs = {
         "zeus-cpp GradientSync": ([args.worker, "--sync", "gradsync"] + common, None),
-        # InitOptions::tune_malloc (zeus/common/malloc_tuning.h), off by default.
-        "zeus-cpp GradientSync + malloc tuning":
-            ([args.worker, "--sync", "gradsync", "--tune-malloc"] + common, None),
+        # InitOptions::tune_malloc = false (zeus/common/malloc_tuning.h): glibc's dynamic
+        # mmap threshold, the default before issue #21.
+        "zeus-cpp GradientSync, glibc's default malloc":
+            ([args.worker, "--sync", "gradsync", "--glibc-malloc"] + common, None),
         "zeus-cpp flat all-reduce after backward": ([args.worker, "--sync", "flat"] + common, None),
         "zeus-cpp no synchronization (upper bound)":
             ([args.worker, "--sync", "none"] + common, None),
@@ -79,25 +80,30 @@ def main():
                      f"-DZEUS_BUILD_BENCH=ON` / create bench/.venv, see bench/README.md)")
 
     results = {name: [] for name in configs}
+    faults = {name: [] for name in configs}
     versions = {}
     for rep in range(args.reps):
         for name, (cmd, env) in configs.items():
             out = launch(cmd, args.world, env)
             results[name].append(out["samples_per_s"])
+            faults[name].append(out["minor_faults_per_iter"])
             versions[name] = out["side"]
             print(f"rep {rep + 1}/{args.reps} {name}: {out['samples_per_s']:.1f} samples/s "
-                  f"(loss {out['mean_loss']:.4f})", file=sys.stderr, flush=True)
+                  f"(loss {out['mean_loss']:.4f}, "
+                  f"{out['minor_faults_per_iter']:.0f} minor faults/iter on rank 0)", file=sys.stderr, flush=True)
 
     median = {name: statistics.median(v) for name, v in results.items()}
     base = median.get("zeus-cpp GradientSync")
     print(f"\n{args.world} processes x 1 thread, batch 64/rank, {args.iters} iterations after "
           f"{args.warmup} warm-up, {args.reps} repetitions, {time.strftime('%Y-%m-%d')}\n")
-    print("| configuration | runtime | median samples/s | all runs | GradientSync / this |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| configuration | runtime | median samples/s | all runs | minor faults/iter (rank 0) "
+          "| GradientSync / this |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, values in results.items():
         ratio = f"{base / median[name]:.2f}" if base else "-"
         runs = ", ".join(f"{v:.0f}" for v in values)
-        print(f"| {name} | {versions[name]} | {median[name]:.1f} | {runs} | {ratio} |")
+        flts = ", ".join(f"{v:.0f}" for v in faults[name])
+        print(f"| {name} | {versions[name]} | {median[name]:.1f} | {runs} | {flts} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 // One rank of the DDP benchmark on zeus-cpp: the small Fashion-MNIST CNN of ddp_peer.py, trained
 // data-parallel with GradientSync (or one flat all-reduce after backward, or no sync at all, to
 // measure what synchronization costs). Started with torchrun's environment by run.py; rank 0
-// prints one JSON line with the measured throughput.
+// prints one JSON line with the measured throughput and its minor page faults per iteration
+// (the cost of glibc's dynamic mmap threshold when malloc is left untuned: bench/README.md).
+#include <sys/resource.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/functional/pooling.h>
@@ -31,6 +33,14 @@ namespace F = torch::nn::functional;
 using zeus::examples::Net;
 
 namespace {
+
+// Minor page faults of this process so far: a buffer that glibc mmaps afresh every step costs
+// one per 4 KiB page touched.
+long minor_faults() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
 
 // The baseline GradientSync is measured against: every gradient in one buffer, one blocking
 // all-reduce after backward, no overlap.
@@ -124,12 +134,15 @@ static int run(const std::string& sync, int iters, int warmup, int64_t batch_siz
   ctx->barrier();
   loss_sum = 0;
   phase_s = {};
+  const long faults_before = minor_faults();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
     step();
   ctx->barrier();
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double faults_per_iter =
+      static_cast<double>(minor_faults() - faults_before) / static_cast<double>(iters);
   const double mean_loss = ctx->all_reduce_mean(loss_sum / iters);
   if (breakdown) {
     std::fprintf(stderr,
@@ -141,11 +154,11 @@ static int run(const std::string& sync, int iters, int warmup, int64_t batch_siz
     std::printf(
         "{\"side\": \"zeus-cpp\", \"sync\": \"%s\", \"world\": %d, \"iters\": %d, "
         "\"batch_size\": %lld, \"elapsed_s\": %.6f, \"samples_per_s\": %.3f, \"mean_loss\": "
-        "%.5f}\n",
+        "%.5f, \"minor_faults_per_iter\": %.1f}\n",
         sync.c_str(), ctx->world_size(), iters, static_cast<long long>(batch_size), elapsed_s,
         static_cast<double>(iters) * static_cast<double>(batch_size) * ctx->world_size() /
             elapsed_s,
-        mean_loss);
+        mean_loss, faults_per_iter);
   }
   return 0;
 }
@@ -167,14 +180,15 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "directory with the Fashion-MNIST IDX files");
   double bucket_cap_mb = 25;
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "GradientSync's bucket cap (MiB)");
-  bool tune_malloc = false;
-  app.add_flag("--tune-malloc", tune_malloc, "InitOptions::tune_malloc (mallopt thresholds)");
+  bool glibc_malloc = false;
+  app.add_flag("--glibc-malloc", glibc_malloc,
+               "InitOptions::tune_malloc = false: glibc's default (dynamic) malloc thresholds");
   bool breakdown = false;
   app.add_flag("--breakdown", breakdown, "print each rank's time per phase to stderr");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(sync, iters, warmup, batch_size, threads, data_dir, breakdown, bucket_cap_mb,
-               tune_malloc);
+               !glibc_malloc);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zeus_ddp_worker: %s\n", e.what());
     return 1;

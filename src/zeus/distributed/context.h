@@ -35,10 +35,11 @@ struct InitOptions {
   std::optional<BackendKind> backend_kind;
   bool log_all_ranks = false;      // console logs from every rank, not only local masters
   std::filesystem::path log_file;  // per-rank log file, "{rank}" replaced; empty: none
-  // Raise glibc's mmap/trim thresholds for the training loop (zeus/common/malloc_tuning.h);
-  // skipped when GLIBC_TUNABLES is set. Off by default: bench/ddp_vs_pytorch measured no gain
-  // here (-2.8% and +1.5% in two runs, within the machine's noise).
-  bool tune_malloc = false;
+  // Fix glibc's mmap/trim thresholds for the training loop (zeus/common/malloc_tuning.h);
+  // skipped when GLIBC_TUNABLES is set. On by default: with glibc's dynamic mmap threshold a
+  // process lands in one of two modes depending on the order of its first frees, and in the
+  // slow one every step re-faults its multi-MB buffers (bench/README.md, DDP section).
+  bool tune_malloc = true;
 };
 
 // "auto", "cuda" or "cpu" (any case); ConfigError naming `what` otherwise.
