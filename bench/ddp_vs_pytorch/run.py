@@ -90,7 +90,8 @@ def main():
             versions[name] = out["side"]
             print(f"rep {rep + 1}/{args.reps} {name}: {out['samples_per_s']:.1f} samples/s "
                   f"(loss {out['mean_loss']:.4f}, "
-                  f"{out['minor_faults_per_iter']:.0f} minor faults/iter on rank 0)", file=sys.stderr, flush=True)
+                  f"{out['minor_faults_per_iter']:.0f} minor faults/iter on rank 0)",
+                  file=sys.stderr, flush=True)
 
     median = {name: statistics.median(v) for name, v in results.items()}
     base = median.get("zeus-cpp GradientSync")
