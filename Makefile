@@ -18,6 +18,7 @@ build: configure
 # Sets up a fresh Debian machine and passes the test suite: the C++ suites, then the Python
 # package (built and installed into .venv-py) and its pytest suite against Debian's python3-torch.
 test: build
+	scripts/install-zeus016.sh
 	ctest --preset $(PRESET)
 	$(MAKE) --no-print-directory test-python
 

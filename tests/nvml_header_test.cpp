@@ -39,6 +39,22 @@ template <>
 struct Ours<real::nvmlFieldValue_t*> {
   using type = ::nvmlFieldValue_t*;
 };
+template <>
+struct Ours<real::nvmlPciInfo_t*> {
+  using type = ::nvmlPciInfo_t*;
+};
+template <>
+struct Ours<real::nvmlProcessInfo_t*> {
+  using type = ::nvmlProcessInfo_t*;
+};
+template <>
+struct Ours<real::nvmlEnableState_t> {
+  using type = ::nvmlEnableState_t;
+};
+template <>
+struct Ours<real::nvmlEnableState_t*> {
+  using type = ::nvmlEnableState_t*;
+};
 template <class R, class... A>
 struct Ours<R (*)(A...)> {
   using type = typename Ours<R>::type (*)(typename Ours<A>::type...);
@@ -71,6 +87,20 @@ static_assert(
     std::is_same_v<OursOf<&real::nvmlDeviceGetHandleByUUID>, nvmlDeviceGetHandleByUUID_fn>);
 static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetDeviceHandleFromMigDeviceHandle>,
                              nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn>);
+static_assert(
+    std::is_same_v<OursOf<&real::nvmlDeviceGetPersistenceMode>, nvmlDeviceGetEnableState_fn>);
+static_assert(
+    std::is_same_v<OursOf<&real::nvmlDeviceSetPersistenceMode>, nvmlDeviceSetEnableState_fn>);
+static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetPciInfo_v3>, nvmlDeviceGetPciInfo_fn>);
+static_assert(std::is_same_v<OursOf<&real::nvmlDeviceGetComputeRunningProcesses_v3>,
+                             nvmlDeviceGetProcesses_fn>);
+static_assert(
+    std::is_same_v<OursOf<&real::nvmlDeviceSetGpuLockedClocks>, nvmlDeviceSetUIntPair_fn>);
+static_assert(std::is_same_v<OursOf<&real::nvmlDeviceResetGpuLockedClocks>, nvmlDeviceReset_fn>);
+static_assert(
+    std::is_same_v<OursOf<&real::nvmlDeviceSetMemoryLockedClocks>, nvmlDeviceSetUIntPair_fn>);
+static_assert(std::is_same_v<OursOf<&real::nvmlDeviceResetMemoryLockedClocks>, nvmlDeviceReset_fn>);
+static_assert(sizeof(real::nvmlEnableState_t) == sizeof(nvmlEnableState_t));
 
 // Enums travel as int across the C ABI.
 static_assert(sizeof(real::nvmlReturn_t) == sizeof(nvmlReturn_t));
@@ -119,6 +149,24 @@ TEST(NvmlHeader, StructLayoutsMatch) {
   ZEUS_EXPECT_SAME_OFFSET(nvmlReturn);
   ZEUS_EXPECT_SAME_OFFSET(value);
 #undef ZEUS_EXPECT_SAME_OFFSET
+}
+
+TEST(NvmlHeader, DaemonStructLayoutsAndCodesMatch) {
+  EXPECT_EQ(NVML_ERROR_INSUFFICIENT_SIZE, real::NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(kNvmlPciBusIdBufferSize, static_cast<unsigned>(NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE));
+  EXPECT_EQ(kNvmlPciBusIdLegacyBufferSize,
+            static_cast<unsigned>(NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE));
+  EXPECT_EQ(sizeof(nvmlPciInfo_t), sizeof(real::nvmlPciInfo_t));
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, domain), offsetof(real::nvmlPciInfo_t, domain));
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, bus), offsetof(real::nvmlPciInfo_t, bus));
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, device), offsetof(real::nvmlPciInfo_t, device));
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, busId), offsetof(real::nvmlPciInfo_t, busId));
+  EXPECT_EQ(sizeof(nvmlProcessInfo_t), sizeof(real::nvmlProcessInfo_t));
+  EXPECT_EQ(offsetof(nvmlProcessInfo_t, usedGpuMemory),
+            offsetof(real::nvmlProcessInfo_t, usedGpuMemory));
+  EXPECT_EQ(offsetof(nvmlProcessInfo_t, gpuInstanceId),
+            offsetof(real::nvmlProcessInfo_t, gpuInstanceId));
+  EXPECT_EQ(static_cast<int>(real::NVML_FEATURE_ENABLED), 1);
 }
 
 #else

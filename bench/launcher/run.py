@@ -95,7 +95,7 @@ def fake_state(path, limit_mw):
              "max_limit_mw": 300000, "default_limit_mw": 300000, "instant_power": True,
              "energy_counter": True} for i in range(2)]
     with open(path, "w") as f:
-        json.dump({"gpus": gpus, "faults": {}, "limit_history": []}, f)
+        json.dump({"gpus": gpus, "faults": {}, "permissive": True, "limit_history": []}, f)
 
 
 def killed_run(argv, env, probe_dir, fake_lib, mark):

@@ -60,6 +60,7 @@ void setup_fake_nvml(const fs::path& dir) {
                      {"instant_power", true},  {"energy_counter", true}};
   nlohmann::json state{{"gpus", {gpu}},
                        {"faults", nlohmann::json::object()},
+                       {"permissive", true},
                        {"limit_history", nlohmann::json::array()}};
   std::ofstream(dir / "nvml.json") << state.dump();
   ::setenv("ZEUS_NVML_LIBRARY", ZEUS_FAKE_NVML_FULL, 1);

@@ -75,9 +75,10 @@ class FakeNvml:
                 for i in range(gpus)
             ],
             "faults": {},
+            "permissive": True,
             "limit_history": [],
         }
-        self.path.write_text(json.dumps(state))
+        self._write(state)
         monkeypatch.setenv("ZEUS_NVML_LIBRARY", str(fake_nvml_library()))
         monkeypatch.setenv("FAKE_NVML_STATE", str(self.path))
         monkeypatch.setenv("ZEUS_DEVICE", "nvml")
@@ -94,7 +95,13 @@ class FakeNvml:
     def fault(self, **faults: object) -> None:
         state = self.state()
         state["faults"].update(faults)
-        self.path.write_text(json.dumps(state))
+        self._write(state)
+
+    def _write(self, state: dict) -> None:
+        # Whole files only: the fake library re-reads a changed file at its next call.
+        tmp = self.path.with_suffix(".tmp-test")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.path)
 
 
 @pytest.fixture

@@ -2,31 +2,43 @@
 // JSON state file named by $FAKE_NVML_STATE:
 //   {"gpus": [{"name", "uuid", "power_mw", "energy_mj", "limit_mw", "min_limit_mw",
 //              "max_limit_mw", "default_limit_mw", "instant_power", "energy_counter",
-//              "mig_uuids": ["MIG-..."]}],
+//              "mig_uuids": ["MIG-..."], "persistence_mode": false, "pci_bus": 1,
+//              "processes": [pid, ...], "gpu_locked_clocks": [min, max] | null,
+//              "mem_locked_clocks": [min, max] | null,
+//              "faults": {"set_error": 0, "read_error": 0}}],
+//    "permissive": false,
 //    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1,
 //               "lost_when_exists": ""},
-//    "limit_history": [{"gpu": 0, "limit_mw": 150000, "pid": 123}]}
-// The state is read at the first nvmlInit (later ones only count, as NVML's do, until as many
-// nvmlShutdown calls). Every successful limit set is written back (current limit and
-// an appended history entry) under a lock file, so a test can assert, after the process that
-// set limits is gone, which limits were set and restored. Energy grows at power_mw from init.
+//    "limit_history": [{"gpu": 0, "limit_mw": 150000, "pid": 123}],
+//    "settings_history": [{"gpu": 0, "setting": "persistence_mode", "value": 1, "pid": 123}]}
+// Like the driver, it is one machine for every process: each call re-reads the file when it
+// changed (inode, size or mtime), and every successful set is written back under a lock file
+// (read-modify-write, then rename), so what one process set is what every other reads, and a
+// test can assert after the setter is gone which settings were made and restored.
+// Like the real library, setters refuse a process whose euid is not 0 (NO_PERMISSION), unless
+// the state says "permissive" (tests whose unprivileged processes set limits directly).
+// Energy grows at power_mw from init.
 // Faults: init_error (nvmlInit returns it), set_no_permission (sets return NO_PERMISSION),
 // lost_after_calls (device calls after that many return GPU_IS_LOST), lost_when_exists (device
 // calls return GPU_IS_LOST once that file exists: a test loses the GPU when it chooses, without
-// counting how many calls zeus-cpp makes). Built twice: in full, and
-// with FAKE_NVML_MINIMAL (only unversioned names, no energy counter, no field values) for the
-// "missing optional symbol" paths. Nothing throws across the C ABI.
+// counting how many calls zeus-cpp makes); per GPU, set_error and read_error (an NVML return code
+// that its setters, or its readers, return). Built twice: in full, and
+// with FAKE_NVML_MINIMAL (only unversioned names, no energy counter, no field values, none of the
+// daemon's calls) for the "missing optional symbol" paths. Nothing throws across the C ABI.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -40,6 +52,10 @@ struct FakeState {
   std::string path;
   std::chrono::steady_clock::time_point init_time;
   std::atomic<long> device_calls{0};
+  // What the state was read from: a changed file is read again.
+  ino_t inode = 0;
+  off_t size = 0;
+  timespec mtime{};
   bool initialized = false;
   int init_count = 0;  // NVML counts nvmlInit calls; nvmlShutdown shuts down at zero
 };
@@ -56,12 +72,29 @@ nlohmann::json read_state(const std::string& path) {
   return nlohmann::json::parse(ss.str());
 }
 
+// Reads the state file again when it changed since the last read. Caller holds f.mu.
+void refresh(FakeState& f) {
+  struct stat st {};
+  if (::stat(f.path.c_str(), &st) != 0) {
+    return;  // keep the last state
+  }
+  if (st.st_ino == f.inode && st.st_size == f.size && st.st_mtim.tv_sec == f.mtime.tv_sec &&
+      st.st_mtim.tv_nsec == f.mtime.tv_nsec) {
+    return;
+  }
+  f.state = read_state(f.path);
+  f.inode = st.st_ino;
+  f.size = st.st_size;
+  f.mtime = st.st_mtim;
+}
+
 // Resolves a handle to its GPU index, counting the call for the GPU-lost fault.
 nvmlReturn_t enter(nvmlDevice_t device, size_t* index) {
   FakeState& f = fake();
   if (!f.initialized) {
     return NVML_ERROR_UNINITIALIZED;
   }
+  refresh(f);
   const auto i = reinterpret_cast<uintptr_t>(device);
   if (i == 0 || i > f.state["gpus"].size()) {
     return NVML_ERROR_INVALID_ARGUMENT;
@@ -109,9 +142,66 @@ nvmlReturn_t with_gpu(nvmlDevice_t device, F body) {
   });
 }
 
+// A reader: body(index) unless the GPU's read_error fault is set.
+template <typename F>
+nvmlReturn_t read_gpu(nvmlDevice_t device, F body) {
+  return with_gpu(device, [&](size_t i) -> nvmlReturn_t {
+    const int err = fake().state["gpus"][i].value("/faults/read_error"_json_pointer, 0);
+    return err != 0 ? err : body(i);
+  });
+}
+
+// A setter: checks privileges and faults, then applies `mutate(gpu_json)` to the file on disk
+// (read-modify-write under a lock, so several processes' sets all land) and to this process's
+// copy. `check(gpu_json)` may refuse the value first (INVALID_ARGUMENT, say).
+template <typename Check, typename Mutate>
+nvmlReturn_t set_gpu(nvmlDevice_t device, Check check, Mutate mutate) {
+  return with_gpu(device, [&](size_t i) -> nvmlReturn_t {
+    FakeState& f = fake();
+    if (f.state["faults"].value("set_no_permission", false)) {
+      return NVML_ERROR_NO_PERMISSION;
+    }
+    if (::geteuid() != 0 && !f.state.value("permissive", false)) {
+      return NVML_ERROR_NO_PERMISSION;  // as the driver: setting needs root
+    }
+    if (const int err = f.state["gpus"][i].value("/faults/set_error"_json_pointer, 0); err != 0) {
+      return err;
+    }
+    if (const nvmlReturn_t rc = check(f.state["gpus"][i]); rc != NVML_SUCCESS) {
+      return rc;
+    }
+    const std::string lock_path = f.path + ".lock";
+    const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
+      return NVML_ERROR_UNKNOWN;
+    }
+    nlohmann::json on_disk = read_state(f.path);
+    mutate(on_disk, i);
+    const std::string tmp = f.path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << on_disk.dump(2);
+    }
+    const bool ok = std::rename(tmp.c_str(), f.path.c_str()) == 0;
+    ::close(lock_fd);  // releases the lock
+    if (!ok) {
+      return NVML_ERROR_UNKNOWN;
+    }
+    f.inode = 0;  // read our own write again at the next call
+    f.state = std::move(on_disk);
+    return NVML_SUCCESS;
+  });
+}
+
+[[maybe_unused]] void record_setting(nlohmann::json& state, size_t gpu, const char* setting,
+                                     const nlohmann::json& value) {
+  state["settings_history"].push_back(
+      {{"gpu", gpu}, {"setting", setting}, {"value", value}, {"pid", ::getpid()}});
+}
+
 template <typename T>
 nvmlReturn_t get_field(nvmlDevice_t device, const char* key, T* out) {
-  return with_gpu(device, [&](size_t i) {
+  return read_gpu(device, [&](size_t i) {
     if (out == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -153,7 +243,8 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
       return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     f.path = path;
-    f.state = read_state(f.path);
+    f.inode = 0;
+    refresh(f);
     if (const int err = f.state["faults"].value("init_error", 0); err != 0) {
       return err;
     }
@@ -201,6 +292,7 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetCount)(unsigned int* count)
     if (!fake().initialized) {
       return NVML_ERROR_UNINITIALIZED;
     }
+    refresh(fake());
     *count = static_cast<unsigned int>(fake().state["gpus"].size());
     return NVML_SUCCESS;
   });
@@ -252,44 +344,24 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice
 }
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int mw) {
-  return with_gpu(device, [&](size_t i) {
-    FakeState& f = fake();
-    if (f.state["faults"].value("set_no_permission", false)) {
-      return NVML_ERROR_NO_PERMISSION;
-    }
-    const auto& gpu = f.state["gpus"][i];
-    if (mw < gpu.at("min_limit_mw").get<unsigned>() ||
-        mw > gpu.at("max_limit_mw").get<unsigned>()) {
-      return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    // Read-modify-write the file under a lock, so several processes' sets all land.
-    const std::string lock_path = f.path + ".lock";
-    const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
-      return NVML_ERROR_UNKNOWN;
-    }
-    nlohmann::json on_disk = read_state(f.path);
-    on_disk["gpus"][i]["limit_mw"] = mw;
-    on_disk["limit_history"].push_back({{"gpu", i}, {"limit_mw", mw}, {"pid", ::getpid()}});
-    const std::string tmp = f.path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << on_disk.dump(2);
-    }
-    const bool ok = std::rename(tmp.c_str(), f.path.c_str()) == 0;
-    ::close(lock_fd);  // releases the lock
-    if (!ok) {
-      return NVML_ERROR_UNKNOWN;
-    }
-    f.state["gpus"][i]["limit_mw"] = mw;
-    return NVML_SUCCESS;
-  });
+  return set_gpu(
+      device,
+      [&](const nlohmann::json& gpu) {
+        return mw < gpu.at("min_limit_mw").get<unsigned>() ||
+                       mw > gpu.at("max_limit_mw").get<unsigned>()
+                   ? NVML_ERROR_INVALID_ARGUMENT
+                   : NVML_SUCCESS;
+      },
+      [&](nlohmann::json& state, size_t i) {
+        state["gpus"][i]["limit_mw"] = mw;
+        state["limit_history"].push_back({{"gpu", i}, {"limit_mw", mw}, {"pid", ::getpid()}});
+      });
 }
 
 #ifndef FAKE_NVML_MINIMAL
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
                                                              unsigned long long* energy_mj) {
-  return with_gpu(device, [&](size_t i) {
+  return read_gpu(device, [&](size_t i) {
     FakeState& f = fake();
     const auto& gpu = f.state["gpus"][i];
     if (!gpu.value("energy_counter", true)) {
@@ -305,7 +377,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
                                                   nvmlFieldValue_t* values) {
-  return with_gpu(device, [&](size_t i) {
+  return read_gpu(device, [&](size_t i) {
     FakeState& f = fake();
     const auto& gpu = f.state["gpus"][i];
     for (int k = 0; k < count; ++k) {
@@ -359,6 +431,104 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice
   }
   *device = reinterpret_cast<nvmlDevice_t>(h & 0xffff);
   return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device,
+                                                      nvmlEnableState_t* mode) {
+  return read_gpu(device, [&](size_t i) {
+    if (mode == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *mode = fake().state["gpus"][i].value("persistence_mode", false) ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode) {
+  return set_gpu(
+      device,
+      [&](const nlohmann::json&) {
+        return mode == 0 || mode == 1 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+      },
+      [&](nlohmann::json& state, size_t i) {
+        state["gpus"][i]["persistence_mode"] = mode == 1;
+        record_setting(state, i, "persistence_mode", mode);
+      });
+}
+
+// Bus i + 1 on domain 0 unless the state names one ("pci_bus").
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return read_gpu(device, [&](size_t i) {
+    if (pci == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *pci = nvmlPciInfo_t{};
+    pci->domain = 0;
+    pci->bus = fake().state["gpus"][i].value("pci_bus", static_cast<unsigned>(i + 1));
+    pci->device = 0;
+    pci->pciDeviceId = 0x223510de;
+    std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", pci->domain, pci->bus,
+                  pci->device);
+    std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", pci->domain,
+                  pci->bus, pci->device);
+    return NVML_SUCCESS;
+  });
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                 unsigned int* count,
+                                                                 nvmlProcessInfo_t* infos) {
+  return read_gpu(device, [&](size_t i) {
+    if (count == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const auto pids = fake().state["gpus"][i].value("processes", nlohmann::json::array());
+    const auto n = static_cast<unsigned>(pids.size());
+    if (infos == nullptr || *count < n) {
+      *count = n;
+      return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned k = 0; k < n; ++k) {
+      infos[k] = nvmlProcessInfo_t{pids[k].get<unsigned>(), 1ULL << 30, 0xFFFFFFFFu, 0xFFFFFFFFu};
+    }
+    *count = n;
+    return NVML_SUCCESS;
+  });
+}
+
+namespace {
+nvmlReturn_t set_clocks(nvmlDevice_t device, const char* key, std::optional<unsigned> min_mhz,
+                        std::optional<unsigned> max_mhz) {
+  return set_gpu(
+      device,
+      [&](const nlohmann::json&) {
+        return min_mhz && *min_mhz > *max_mhz ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+      },
+      [&](nlohmann::json& state, size_t i) {
+        const nlohmann::json value =
+            min_mhz ? nlohmann::json::array({*min_mhz, *max_mhz}) : nlohmann::json(nullptr);
+        state["gpus"][i][key] = value;
+        record_setting(state, i, key, value);
+      });
+}
+}  // namespace
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int min_mhz,
+                                                      unsigned int max_mhz) {
+  return set_clocks(device, "gpu_locked_clocks", min_mhz, max_mhz);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
+  return set_clocks(device, "gpu_locked_clocks", std::nullopt, std::nullopt);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int min_mhz,
+                                                         unsigned int max_mhz) {
+  return set_clocks(device, "mem_locked_clocks", min_mhz, max_mhz);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device) {
+  return set_clocks(device, "mem_locked_clocks", std::nullopt, std::nullopt);
 }
 #endif
 

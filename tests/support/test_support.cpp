@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,8 +68,13 @@ std::vector<FakeGpu> four_a40s() {
   return gpus;
 }
 
-FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library)
+FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library, FakeNvmlOptions options)
     : state_path_(dir_ / "nvml-state.json") {
+  // Readable by every uid: the machine's "driver" state (zeusd's tests run clients as others).
+  std::filesystem::permissions(
+      dir_.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                       std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                       std::filesystem::perms::others_exec);
   nlohmann::json state;
   state["gpus"] = nlohmann::json::array();
   for (const auto& g : gpus) {
@@ -85,6 +91,7 @@ FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library)
                              {"mig_uuids", g.mig_uuids}});
   }
   state["faults"] = nlohmann::json::object();
+  state["permissive"] = options.permissive;
   state["limit_history"] = nlohmann::json::array();
   write(state);
   library_env_.emplace("ZEUS_NVML_LIBRARY",
@@ -93,8 +100,13 @@ FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library)
 }
 
 void FakeNvml::write(const nlohmann::json& state) const {
-  std::ofstream out(state_path_);
-  out << state.dump(2);
+  // Whole files only: processes using the fake re-read it at their next call.
+  const std::filesystem::path tmp = state_path_.string() + ".tmp-test";
+  {
+    std::ofstream out(tmp);
+    out << state.dump(2);
+  }
+  std::filesystem::rename(tmp, state_path_);
 }
 
 nlohmann::json FakeNvml::state() const {
@@ -104,10 +116,25 @@ nlohmann::json FakeNvml::state() const {
   return nlohmann::json::parse(ss.str());
 }
 
-void FakeNvml::set_fault(const std::string& name, const nlohmann::json& value) {
+void FakeNvml::update(const std::function<void(nlohmann::json&)>& mutate) const {
+  // Under the fake library's own lock, so that a set by another process is not lost.
+  const std::string lock_path = state_path_.string() + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0 || ::flock(fd, LOCK_EX) != 0) {
+    throw std::runtime_error("cannot lock " + lock_path);
+  }
   nlohmann::json s = state();
-  s["faults"][name] = value;
+  mutate(s);
   write(s);
+  ::close(fd);
+}
+
+void FakeNvml::set_fault(const std::string& name, const nlohmann::json& value) {
+  update([&](nlohmann::json& s) { s["faults"][name] = value; });
+}
+
+void FakeNvml::set_gpu_value(int nvml_index, const std::string& key, const nlohmann::json& value) {
+  update([&](nlohmann::json& s) { s["gpus"][static_cast<size_t>(nvml_index)][key] = value; });
 }
 
 int64_t FakeNvml::limit_mw(int nvml_index) const {

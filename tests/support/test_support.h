@@ -56,14 +56,23 @@ struct FakeGpu {
   std::vector<std::string> mig_uuids;  // MIG instances on this GPU ("MIG-...")
 };
 
+struct FakeNvmlOptions {
+  // Whether a process that is not root may set (the real NVML refuses it). On for the tests whose
+  // unprivileged processes set limits directly; off where the daemon must be what makes it work.
+  bool permissive = true;
+};
+
 // A fake NVML machine: writes the state file and points ZEUS_NVML_LIBRARY and FAKE_NVML_STATE
 // at the fake library and the file for the scope (child processes inherit both).
 class FakeNvml {
  public:
-  explicit FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library = false);
+  explicit FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library = false,
+                    FakeNvmlOptions options = {});
   const std::filesystem::path& state_path() const { return state_path_; }
-  // Fault switches; take effect at the next nvmlInit.
+  // Fault switches; take effect at the next NVML call (the fake re-reads a changed file).
   void set_fault(const std::string& name, const nlohmann::json& value);
+  // Sets one field of GPU `nvml_index` ("power_mw", "faults", ...).
+  void set_gpu_value(int nvml_index, const std::string& key, const nlohmann::json& value);
   nlohmann::json state() const;
   int64_t limit_mw(int nvml_index) const;
   // (gpu, limit_mw) of every successful set, in order.
@@ -71,6 +80,7 @@ class FakeNvml {
 
  private:
   void write(const nlohmann::json& state) const;
+  void update(const std::function<void(nlohmann::json&)>& mutate) const;
   TempDir dir_;
   std::filesystem::path state_path_;
   std::optional<ScopedEnv> library_env_;

@@ -12,6 +12,9 @@ namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
   static constexpr std::array kAll{kEnvNvmlLibrary,
+                                   kEnvZeusdSockPath,
+                                   kEnvZeusdHostPort,
+                                   kEnvZeusdToken,
                                    kEnvTraceDir,
                                    kEnvSimGpus,
                                    kEnvSimState,

@@ -19,6 +19,15 @@ struct EnvVar {
 inline constexpr EnvVar kEnvNvmlLibrary{
     "ZEUS_NVML_LIBRARY", "",
     "Path of the NVML library to load instead of libnvidia-ml.so.1 (tests point it at the fake)"};
+// Upstream Zeus's names: a job sets GPU limits through the node daemon (zeusd) when given.
+inline constexpr EnvVar kEnvZeusdSockPath{
+    "ZEUSD_SOCK_PATH", "",
+    "Unix socket of the node daemon (zeusd): GPU limits are set through it, not NVML"};
+inline constexpr EnvVar kEnvZeusdHostPort{
+    "ZEUSD_HOST_PORT", "",
+    "host:port of a zeusd served over TCP (used when ZEUSD_SOCK_PATH is not set)"};
+inline constexpr EnvVar kEnvZeusdToken{"ZEUSD_TOKEN", "",
+                                       "Bearer token for zeusd (needed over TCP)"};
 inline constexpr EnvVar kEnvTraceDir{
     "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
 inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",

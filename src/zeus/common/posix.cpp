@@ -1,6 +1,7 @@
 #include "zeus/common/posix.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -68,6 +69,14 @@ std::optional<unsigned long long> process_start_ticks(int pid) {
     return std::nullopt;
   }
   return parse_number<unsigned long long>((*fields)[19]);
+}
+
+std::optional<unsigned> process_uid(int pid) {
+  struct stat st {};
+  if (pid <= 0 || ::stat(fmt::format("/proc/{}", pid).c_str(), &st) != 0) {
+    return std::nullopt;
+  }
+  return st.st_uid;
 }
 
 bool process_alive(int pid, std::optional<unsigned long long> start_ticks) {

@@ -44,6 +44,8 @@ class UniqueFd {
     return *this;
   }
   int get() const { return fd_; }
+  // Gives up ownership (another owner closes it now) and returns the descriptor.
+  [[nodiscard]] int release() { return std::exchange(fd_, -1); }
   void reset() {
     if (fd_ >= 0)
       ::close(fd_);
@@ -73,5 +75,8 @@ std::optional<unsigned long long> process_start_ticks(int pid);
 // Whether `pid` runs (a zombie counts as gone), and when `start_ticks` is given, whether it is
 // the process that started then.
 bool process_alive(int pid, std::optional<unsigned long long> start_ticks = std::nullopt);
+
+// The uid that owns process `pid` (its /proc entry), or std::nullopt when there is none.
+std::optional<unsigned> process_uid(int pid);
 
 }  // namespace zeus

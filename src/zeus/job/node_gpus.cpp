@@ -166,6 +166,12 @@ void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::v
       logger().info("node {} owns GPU {} ({}, {}, NVML index {}) for its ranks", ranks_.node_rank,
                     g, nvml->uuid(g), nvml->name(g), nvml->nvml_index(g));
     }
+    if (const auto* zeusd = nvml->through_zeusd()) {
+      logger().info(
+          "node {}: power limits are set through {} (it restores them when this job's "
+          "processes end)",
+          ranks_.node_rank, zeusd->describe());
+    }
     gpus_ = std::move(nvml);
   }
   range_ = gpus_->power_limit_constraints_mw(owned_.front());

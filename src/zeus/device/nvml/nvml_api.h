@@ -16,6 +16,7 @@ inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 inline constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
 inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
@@ -55,6 +56,33 @@ struct nvmlFieldValue_t {
 };
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t must match nvml.h");
 
+// nvmlEnableState_t: NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1.
+using nvmlEnableState_t = int;
+
+inline constexpr unsigned kNvmlPciBusIdBufferSize = 32;
+inline constexpr unsigned kNvmlPciBusIdLegacyBufferSize = 16;
+
+// nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it.
+struct nvmlPciInfo_t {
+  char busIdLegacy[kNvmlPciBusIdLegacyBufferSize];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[kNvmlPciBusIdBufferSize];
+};
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t must match nvml.h");
+
+// nvmlProcessInfo_t (v2), as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t must match nvml.h");
+
 using nvmlInit_fn = nvmlReturn_t (*)();
 using nvmlShutdown_fn = nvmlReturn_t (*)();
 using nvmlErrorString_fn = const char* (*)(nvmlReturn_t);
@@ -67,6 +95,12 @@ using nvmlDeviceSetUInt_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int);
 using nvmlDeviceGetULongLong_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using nvmlDeviceGetFieldValues_fn = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
 using nvmlDeviceGetHandleByUUID_fn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using nvmlDeviceGetEnableState_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*);
+using nvmlDeviceSetEnableState_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t);
+using nvmlDeviceGetPciInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using nvmlDeviceGetProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using nvmlDeviceSetUIntPair_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned int);
+using nvmlDeviceReset_fn = nvmlReturn_t (*)(nvmlDevice_t);
 using nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn = nvmlReturn_t (*)(nvmlDevice_t,
                                                                          nvmlDevice_t*);
 

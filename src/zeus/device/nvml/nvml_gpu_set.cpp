@@ -12,6 +12,12 @@
 namespace zeus::device::nvml {
 NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     : lib_(std::make_unique<NvmlLibrary>(options.library)) {
+  if (!options.zeusd && options.zeusd_from_env) {
+    options.zeusd = zeusd::ZeusdEndpoint::from_env();
+  }
+  if (options.zeusd) {
+    zeusd_ = std::make_unique<zeusd::ZeusdClient>(*options.zeusd);
+  }
   const NvmlApi& api = lib_->api();
   unsigned int count = 0;
   check_nvml(*lib_, api.device_get_count(&count), "nvmlDeviceGetCount_v2", "this machine");
@@ -118,10 +124,11 @@ std::string NvmlGpuSet::uuid(int gpu) const {
 
 std::string NvmlGpuSet::describe(int gpu) const {
   const Gpu& g = gpu_at(gpu);
-  return fmt::format("NVML index {}; power: {}; energy: {}", g.nvml_index,
+  return fmt::format("NVML index {}; power: {}; energy: {}; limits set by {}", g.nvml_index,
                      g.instant_power ? "instantaneous (field 186)"
                                      : "nvmlDeviceGetPowerUsage (a 1 s average on recent GPUs)",
-                     g.energy_counter ? "hardware counter" : "integrated from power samples");
+                     g.energy_counter ? "hardware counter" : "integrated from power samples",
+                     zeusd_ ? zeusd_->endpoint().describe() : std::string("NVML"));
 }
 
 int64_t NvmlGpuSet::power_mw(int gpu) {
@@ -197,6 +204,10 @@ int64_t NvmlGpuSet::default_power_limit_mw(int gpu) {
 
 void NvmlGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
   validate_power_limit_mw(gpu, limit_mw);
+  if (zeusd_) {
+    zeusd_->set_power_limit_mw(gpu_at(gpu).nvml_index, limit_mw);
+    return;
+  }
   check_nvml(
       *lib_,
       lib_->api().device_set_power_limit(gpu_at(gpu).handle, static_cast<unsigned int>(limit_mw)),

@@ -9,6 +9,7 @@
 #include "zeus/device/gpu_set.h"
 #include "zeus/device/nvml/cuda_mapping.h"
 #include "zeus/device/nvml/nvml_library.h"
+#include "zeus/device/zeusd/zeusd_client.h"
 
 namespace zeus::device::nvml {
 
@@ -22,6 +23,10 @@ struct NvmlGpuSetOptions {
   // Exactly these NVML GPUs, in this order (a node's local master: the GPUs its ranks use,
   // matched by UUID); overrides the two options above.
   std::optional<std::vector<int>> nvml_indices;
+  // Set limits through this node daemon instead of NVML (reads stay local, as upstream's
+  // ZeusdNVIDIAGPU); std::nullopt with zeusd_from_env: ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT.
+  std::optional<zeusd::ZeusdEndpoint> zeusd;
+  bool zeusd_from_env = true;
 };
 
 class NvmlGpuSet final : public GpuSet {
@@ -49,6 +54,10 @@ class NvmlGpuSet final : public GpuSet {
   // driver without the MIG calls).
   std::optional<std::string> mig_parent_uuid(std::string_view mig_uuid) const;
   int nvml_index(int gpu) const { return gpu_at(gpu).nvml_index; }
+  // The node daemon limits go through (it restores them when this process ends), or nullptr.
+  const zeusd::ZeusdEndpoint* through_zeusd() const {
+    return zeusd_ ? &zeusd_->endpoint() : nullptr;
+  }
 
  private:
   struct Gpu {
@@ -63,6 +72,7 @@ class NvmlGpuSet final : public GpuSet {
   std::string where(int gpu) const;
 
   std::unique_ptr<NvmlLibrary> lib_;
+  std::unique_ptr<zeusd::ZeusdClient> zeusd_;
   std::vector<Gpu> gpus_;
   std::vector<NvmlGpuIdentity> machine_;
 };

@@ -39,6 +39,15 @@ struct NvmlApi {
   nvmlDeviceGetHandleByUUID_fn device_get_handle_by_uuid = nullptr;
   nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn device_get_device_handle_from_mig_device_handle =
       nullptr;
+  // Optional, for the node daemon (zeusd): settings beyond the power limit and what it reports.
+  nvmlDeviceGetEnableState_fn device_get_persistence_mode = nullptr;
+  nvmlDeviceSetEnableState_fn device_set_persistence_mode = nullptr;
+  nvmlDeviceGetPciInfo_fn device_get_pci_info = nullptr;
+  nvmlDeviceGetProcesses_fn device_get_compute_running_processes = nullptr;
+  nvmlDeviceSetUIntPair_fn device_set_gpu_locked_clocks = nullptr;
+  nvmlDeviceReset_fn device_reset_gpu_locked_clocks = nullptr;
+  nvmlDeviceSetUIntPair_fn device_set_memory_locked_clocks = nullptr;
+  nvmlDeviceReset_fn device_reset_memory_locked_clocks = nullptr;
 };
 
 // Loads NVML and initializes it. Throws NotSupported (library missing: dlerror() text, the

@@ -1,0 +1,176 @@
+#include "zeus/daemon/daemon.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+#include "zeus/daemon/nvml/nvml_gpu_control.h"
+#include "zeus/device/rapl/rapl_cpu_set.h"
+
+namespace zeus::daemon {
+
+namespace {
+
+// A machine without GPUs (no driver, or no NVML): zeusd still serves CPUs and the clock.
+class NoGpus final : public GpuControl {
+ public:
+  int count() const override { return 0; }
+  GpuIdentity identity(int) const override { throw none(); }
+  uint64_t energy_mj(int) override { throw none(); }
+  uint32_t power_mw(int) override { throw none(); }
+  uint32_t power_limit_mw(int) override { throw none(); }
+  PowerLimitRange power_limit_constraints_mw(int) override { throw none(); }
+  bool persistence_mode(int) override { throw none(); }
+  std::vector<pid_t> compute_pids(int) override { return {}; }
+  void set_power_limit_mw(int, uint32_t) override { throw none(); }
+  void set_persistence_mode(int, bool) override { throw none(); }
+  void set_gpu_locked_clocks(int, uint32_t, uint32_t) override { throw none(); }
+  void reset_gpu_locked_clocks(int) override { throw none(); }
+  void set_mem_locked_clocks(int, uint32_t, uint32_t) override { throw none(); }
+  void reset_mem_locked_clocks(int) override { throw none(); }
+
+ private:
+  static ConfigError none() { return ConfigError("this machine has no GPUs"); }
+};
+
+std::filesystem::path rapl_root(const DaemonOptions& o) {
+  if (!o.rapl_root.empty()) {
+    return o.rapl_root;
+  }
+  if (std::filesystem::exists("/zeus_sys/class/powercap")) {
+    return "/zeus_sys/class/powercap";
+  }
+  return {};  // RaplCpuSet: $ZEUS_RAPL_ROOT, else /sys/class/powercap
+}
+
+std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, std::string* why_none) {
+  try {
+    auto gpus = std::make_unique<nvml::NvmlGpuControl>(o.nvml);
+    if (gpus->count() > 0) {
+      return gpus;
+    }
+    *why_none = "NVML lists no GPUs";
+  } catch (const Error& e) {
+    *why_none = e.what();
+  }
+  return std::make_unique<NoGpus>();
+}
+
+std::unique_ptr<device::CpuSet> open_cpus(const DaemonOptions& o, std::string* why_none) {
+  try {
+    return std::make_unique<device::rapl::RaplCpuSet>(
+        device::rapl::RaplCpuSetOptions{rapl_root(o)});
+  } catch (const Error& e) {
+    *why_none = e.what();
+    return nullptr;
+  }
+}
+
+// The state directory: created 0700, and never one another user can write (its journal says
+// which settings to restore, so it is trusted input).
+void check_state_dir(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  struct stat st {};
+  check_posix(::stat(dir.c_str(), &st), "stat", dir.string());
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw ConfigError(fmt::format(
+        "state directory {} is owned by uid {} with mode {:o}: it must belong to the daemon's "
+        "user (uid {}) and be writable by it alone (chown, then chmod 700), because its lease "
+        "journal decides what is restored",
+        dir.string(), st.st_uid, st.st_mode & 07777, ::geteuid()));
+  }
+}
+
+void check_privileges(const DaemonOptions& o) {
+  if (!o.require_root || ::geteuid() == 0) {
+    return;
+  }
+  if (o.api.gpu_control || o.api.cpu_read) {
+    throw ConfigError(fmt::format(
+        "zeusd runs as uid {}, but the API groups gpu-control and cpu-read need root (setting "
+        "GPU limits, reading RAPL); run it as root (see examples/systemd/), or serve only "
+        "--enable gpu-read",
+        ::geteuid()));
+  }
+}
+
+}  // namespace
+
+Inventory inspect(const DaemonOptions& options) {
+  Inventory inv;
+  std::string why;
+  auto gpus = open_gpus(options, &why);
+  if (gpus->count() == 0) {
+    inv.lines.push_back(fmt::format("GPUs: none ({})", why));
+  }
+  for (int i = 0; i < gpus->count(); ++i) {
+    const GpuIdentity id = gpus->identity(i);
+    std::string limit;
+    try {
+      const PowerLimitRange r = gpus->power_limit_constraints_mw(i);
+      limit = fmt::format("limit {} mW in [{}, {}]", gpus->power_limit_mw(i), r.min_mw, r.max_mw);
+    } catch (const Error& e) {
+      limit = e.what();
+    }
+    inv.lines.push_back(fmt::format("GPU {}: {} at {}, energy counter {}, {}", i, id.name,
+                                    id.pci_address.empty() ? "?" : id.pci_address,
+                                    id.energy_available ? "yes" : "no", limit));
+  }
+  std::string why_cpu;
+  auto cpus = open_cpus(options, &why_cpu);
+  if (!cpus) {
+    inv.lines.push_back(fmt::format("RAPL: none ({})", why_cpu));
+  }
+  for (int i = 0; cpus && i < cpus->count(); ++i) {
+    inv.lines.push_back(
+        fmt::format("CPU {}: {}, DRAM {}", i, cpus->name(i), cpus->has_dram(i) ? "yes" : "no"));
+  }
+  inv.lines.push_back(fmt::format("privileges: euid {}{}", ::geteuid(),
+                                  ::geteuid() == 0 ? " (root: may set GPU limits)" : ""));
+  try {
+    check_privileges(options);
+  } catch (const ConfigError& e) {
+    inv.ok = false;
+    inv.lines.push_back(fmt::format("will not start: {}", e.what()));
+  }
+  inv.lines.push_back(fmt::format("state directory: {}", options.state_dir.string()));
+  return inv;
+}
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  check_privileges(options_);
+  if (options_.server.mode == http::ServerOptions::Mode::kTcp && options_.api.gpu_control &&
+      !options_.api.signing_key) {
+    throw ConfigError(
+        "over TCP, gpu-control needs tokens: give --signing-key-path (and issue tokens with "
+        "`zeusd token issue`), or leave gpu-control out of --enable");
+  }
+  check_state_dir(options_.state_dir);
+  std::string why;
+  gpus_ = open_gpus(options_, &why);
+  if (gpus_->count() == 0) {
+    logger().warn("zeusd: no GPUs ({}); serving CPUs and the clock only", why);
+  } else {
+    logger().info("zeusd: {} GPU(s)", gpus_->count());
+  }
+  std::string why_cpu;
+  cpus_ = open_cpus(options_, &why_cpu);
+  if (!cpus_) {
+    logger().info("zeusd: no RAPL CPUs ({}); cpu-read answers for an empty set", why_cpu);
+  }
+  leases_ = std::make_unique<LeaseKeeper>(
+      *gpus_, LeaseKeeperOptions{options_.state_dir / "leases.json",
+                                 options_.state_dir / "audit.jsonl", options_.require_gpu_process});
+  streams_ = std::make_unique<PowerStreams>(*gpus_, cpus_.get(), options_.streams);
+  api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_);
+  server_ = std::make_unique<http::Server>(
+      options_.server, [this](const http::Request& r) { return api_->handle(r); });
+  logger().info("zeusd: serving {} on {}", fmt::join(api_->enabled_groups(), ","),
+                server_->address());
+}
+
+Daemon::~Daemon() = default;
+
+}  // namespace zeus::daemon

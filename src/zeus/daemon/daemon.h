@@ -1,0 +1,61 @@
+// zeusd, assembled: the node's GPUs and RAPL packages, the lease keeper over its state directory,
+// the power streams and the wire API, served on a Unix socket or a TCP address.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zeus/daemon/api.h"
+#include "zeus/daemon/power_streams.h"
+#include "zeus/device/nvml/nvml_library.h"
+#include "zeus/http/server.h"
+
+namespace zeus::daemon {
+
+struct DaemonOptions {
+  http::ServerOptions server;
+  ApiOptions api;
+  PowerStreamOptions streams;
+  // Holds leases.json (the lease journal) and audit.jsonl. Created 0700 when missing; refused
+  // when another user may write it (the journal is trusted input: it says what to restore).
+  std::filesystem::path state_dir = "/var/lib/zeusd";
+  bool require_gpu_process = false;
+  device::nvml::NvmlLibraryOptions nvml;
+  // Powercap root; empty: /zeus_sys/class/powercap when it exists (upstream's container
+  // convention), else $ZEUS_RAPL_ROOT or /sys/class/powercap.
+  std::filesystem::path rapl_root;
+  // Upstream's rule: gpu-control and cpu-read need euid 0. Off only for tests of the routes.
+  bool require_root = true;
+};
+
+// What the daemon found on this machine (`zeusd serve --check`, and the start-up log).
+struct Inventory {
+  std::vector<std::string> lines;
+  bool ok = true;  // false: it would not start (the lines say why)
+};
+Inventory inspect(const DaemonOptions& options);
+
+class Daemon {
+ public:
+  // Throws ConfigError (what to change) or IoError naming what failed.
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  const std::string& address() const { return server_->address(); }
+  LeaseKeeper& leases() { return *leases_; }
+
+ private:
+  DaemonOptions options_;
+  std::unique_ptr<GpuControl> gpus_;
+  std::unique_ptr<device::CpuSet> cpus_;
+  std::unique_ptr<LeaseKeeper> leases_;
+  std::unique_ptr<PowerStreams> streams_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<http::Server> server_;  // last: stops first
+};
+
+}  // namespace zeus::daemon

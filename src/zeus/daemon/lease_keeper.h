@@ -1,0 +1,78 @@
+// The lease book's shell: it journals each change before making it, watches every holder's
+// process, and puts a GPU back the moment its last holder ends (see Note [leases] in leases.h).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/posix.h"
+#include "zeus/daemon/gpu_control.h"
+#include "zeus/daemon/leases.h"
+
+namespace zeus::daemon {
+
+// Another uid holds the GPU: the routes answer 409 with this message.
+class LeaseConflict : public Error {
+ public:
+  using Error::Error;
+};
+
+struct LeaseKeeperOptions {
+  // The journal (trusted input: the state directory must be writable by root only).
+  std::filesystem::path journal_path;
+  // The audit trail: one JSON line per change, restore and ended lease. Empty: the log only.
+  std::filesystem::path audit_path;
+  // Policy: a non-root uid may change a GPU only while one of its processes runs on it (NVML's
+  // compute-process list). Off by default (see docs/zeusd.md).
+  bool require_gpu_process = false;
+};
+
+class LeaseKeeper {
+ public:
+  // Reads the journal (a missing one is empty), restores what belongs to processes that ended
+  // while no daemon watched, and watches the rest. Throws ConfigError for a corrupt journal
+  // (naming it: the operator decides), IoError when it cannot be read.
+  LeaseKeeper(GpuControl& gpus, LeaseKeeperOptions options);
+  // Stops watching; the journal keeps the leases for the next daemon.
+  ~LeaseKeeper();
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  // Changes (gpu, setting) for `actor`: refuses a GPU another uid holds (LeaseConflict), records
+  // the lease in the journal (fsynced) before `apply` runs, and takes it back when `apply`
+  // throws (rethrown). `new_value` is for the audit only.
+  void change(const Actor& actor, int gpu, Setting setting, const std::string& new_value,
+              const std::function<void()>& apply);
+
+  // Copies of the current leases (tests, --check).
+  std::vector<Lease> leases() const;
+  // How many restores ran since start (tests and the bench wait on it).
+  uint64_t restores() const { return restores_.load(); }
+
+ private:
+  int64_t read_original(int gpu, Setting setting);
+  void restore(const Lease& lease, const std::string& why);
+  void write_journal();
+  void audit(nlohmann::json entry);
+  void watch_loop();
+  // Releases every holder that is gone; returns whether any was.
+  bool release_ended();
+  void wake();
+
+  GpuControl& gpus_;
+  LeaseKeeperOptions options_;
+  mutable std::mutex mu_;
+  LeaseBook book_;
+  std::atomic<uint64_t> restores_{0};
+  std::atomic<bool> stop_{false};
+  UniqueFd wake_fd_;  // an eventfd: the book changed, or stop
+  std::thread watcher_;
+};
+
+}  // namespace zeus::daemon

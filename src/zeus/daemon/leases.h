@@ -1,0 +1,83 @@
+// Leases: who changed which GPU setting, what it was before, and what goes back when they end.
+// The pure book (no clock, no files, no processes); lease_keeper.h is its shell.
+//
+// Note [leases]
+// A non-root process that changes a setting through the daemon holds a lease on (GPU, setting)
+// for as long as it lives. The lease remembers the value before the first holder's change;
+// several processes of one uid may hold one lease, and the value goes back when the last ends.
+// Another non-root uid may not change a GPU that has a lease of a different uid (409). An admin
+// (root on the socket, or a token over TCP) is never leased: its change stays until changed
+// back, and it ends any lease on that (GPU, setting) (the admin decided the value now).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::daemon {
+
+enum class Setting { kPowerLimit, kPersistenceMode, kGpuLockedClocks, kMemLockedClocks };
+
+// "power_limit", "persistence_mode", "gpu_locked_clocks", "mem_locked_clocks".
+std::string_view setting_name(Setting setting);
+// The inverse; throws ConfigError for an unknown name.
+Setting setting_from_name(std::string_view name);
+
+// One process: its pid and the start time that tells it from a later process with that pid.
+struct Holder {
+  uid_t uid = 0;
+  pid_t pid = 0;
+  unsigned long long start_ticks = 0;
+  bool operator==(const Holder&) const = default;
+};
+
+// Who asks for a change.
+struct Actor {
+  // Root on the socket or a token holder over TCP: changes persist, nothing is leased.
+  bool admin = false;
+  uid_t uid = 0;
+  std::optional<Holder> process;  // on the socket: the peer (SO_PEERCRED)
+  std::string name;               // for the audit: "uid 1000 pid 42", "token 'alice'"
+};
+
+struct Lease {
+  int gpu = 0;
+  Setting setting = Setting::kPowerLimit;
+  // The value before the first holder changed it: mW for the power limit, 0/1 for persistence
+  // mode; unused for locked clocks (they go back by a reset: NVML cannot read them).
+  int64_t original = 0;
+  std::vector<Holder> holders;
+};
+
+class LeaseBook {
+ public:
+  // A holder of another uid with a lease on `gpu` (any setting), or std::nullopt when `actor`
+  // may change it. Admins never conflict.
+  std::optional<Holder> conflict(const Actor& actor, int gpu) const;
+  // Records that `actor` (not an admin, with a process) changed (gpu, setting), whose value was
+  // `original` before; a lease that exists keeps its first original.
+  void acquire(const Actor& actor, int gpu, Setting setting, int64_t original);
+  // An admin changed (gpu, setting): the leases on it end without a restore. Returns them.
+  std::vector<Lease> end(int gpu, Setting setting);
+  // `holder` ended: it leaves every lease; the leases left without holders are removed and
+  // returned, with `holder` (the last) as their one holder (their originals are what to restore).
+  std::vector<Lease> release(const Holder& holder);
+  // Every distinct holder.
+  std::vector<Holder> holders() const;
+  const std::vector<Lease>& leases() const { return leases_; }
+  bool empty() const { return leases_.empty(); }
+
+  nlohmann::json to_json() const;
+  // Throws ConfigError naming `where` for a journal that is not one.
+  static LeaseBook from_json(const nlohmann::json& j, std::string_view where);
+
+ private:
+  std::vector<Lease> leases_;
+};
+
+}  // namespace zeus::daemon

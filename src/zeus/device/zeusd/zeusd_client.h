@@ -1,0 +1,55 @@
+// A client of the node daemon (zeusd, Zeus 0.16's wire API): how a job that is not root sets GPU
+// limits. Over libcurl, on the Unix socket (ZEUSD_SOCK_PATH) or TCP (ZEUSD_HOST_PORT with
+// ZEUSD_TOKEN), as upstream's Python client chooses. One connection is kept and reused.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace zeus::device::zeusd {
+
+struct ZeusdEndpoint {
+  std::string socket_path;  // set: the Unix socket
+  std::string host_port;    // else: "host:port"
+  std::string token;        // sent as "Authorization: Bearer <token>" when not empty
+
+  // ZEUSD_SOCK_PATH, else ZEUSD_HOST_PORT (with ZEUSD_TOKEN), else std::nullopt.
+  static std::optional<ZeusdEndpoint> from_env();
+  std::string describe() const;  // "zeusd at /run/zeusd/zeusd.sock"
+};
+
+struct ZeusdReply {
+  long status = 0;
+  std::string body;
+};
+
+class ZeusdClient {
+ public:
+  explicit ZeusdClient(ZeusdEndpoint endpoint);
+  ~ZeusdClient();
+  ZeusdClient(const ZeusdClient&) = delete;
+  ZeusdClient& operator=(const ZeusdClient&) = delete;
+
+  // One request; `target` is the path with its query ("/gpu/get_power_limit?gpu_ids=0").
+  // Throws IoError naming the endpoint when it cannot be reached (daemon not running, socket
+  // permissions).
+  ZeusdReply request(std::string_view method, std::string_view target);
+
+  // POST /gpu/set_power_limit for one NVML index, blocking. Non-200 replies throw the error the
+  // status means (403 PermissionError, 409 PermissionError naming the holder, 400 ConfigError,
+  // 401 PermissionError about the token, otherwise DeviceError), with the daemon's message.
+  void set_power_limit_mw(int nvml_index, int64_t limit_mw);
+
+  const ZeusdEndpoint& endpoint() const { return endpoint_; }
+
+ private:
+  ZeusdEndpoint endpoint_;
+  std::mutex mu_;
+  void* curl_ = nullptr;  // CURL*, reused (its connection stays open)
+};
+
+}  // namespace zeus::device::zeusd

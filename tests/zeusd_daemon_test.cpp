@@ -1,0 +1,454 @@
+// zeusd end to end: the daemon as root over a fake NVML that, like the real one, refuses setters
+// that are not root; clients as unprivileged uids. Leases, ownership, restart, bad requests,
+// tokens, streams.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "zeus/daemon/token.h"
+#include "zeusd_support.h"
+
+namespace zeus::test {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+#define ZEUSD_SKIP_UNLESS_ROOT()                \
+  do {                                          \
+    if (const auto why = zeusd_skip_reason()) { \
+      GTEST_SKIP() << *why;                     \
+    }                                           \
+  } while (false)
+
+FakeNvml strict_nvml() {
+  return FakeNvml(four_a40s(), false, {.permissive = false});
+}
+
+std::string set_limit(int gpu, int64_t mw) {
+  return "/gpu/set_power_limit?gpu_ids=" + std::to_string(gpu) +
+         "&block=true&power_limit_mw=" + std::to_string(mw);
+}
+
+bool limit_becomes(const FakeNvml& nvml, int gpu, int64_t mw, seconds deadline = seconds(10)) {
+  return eventually([&] { return nvml.limit_mw(gpu) == mw; }, deadline);
+}
+
+// One connection to a Unix socket: what a hand-rolled or hostile client does.
+class RawConnection {
+ public:
+  explicit RawConnection(const fs::path& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    const timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  ~RawConnection() { ::close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+  bool connected() const { return connected_; }
+  bool send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Reads until `text` is in what came, EOF or 5 s of silence; all that came.
+  std::string read_until(const std::string& text) {
+    char buf[4096];
+    while (got_.find(text) == std::string::npos) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        break;
+      }
+      got_.append(buf, static_cast<size_t>(n));
+    }
+    return got_;
+  }
+  // True when the server closed this connection (EOF) within the receive timeout.
+  bool closed_by_server() {
+    char c;
+    return ::recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string got_;
+};
+
+TEST(Zeusd, AnUnprivilegedJobSetsLimitsOnlyThroughTheDaemonAndTheyComeBackWhenItDies) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  const std::string journal = (dir.scratch() / "guard.json").string();
+
+  // Without the daemon, the fake refuses a non-root setter as the driver does.
+  const ProcessResult alone =
+      run_as(kUserA, {ZEUS_LIMIT_SETTER_PATH, "nvml", journal, "200000"}, {});
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_EQ(nvml.limit_mw(0), 300'000);
+
+  // With it, the same program sets its limit, and SIGKILL (no cleanup in the job) undoes it.
+  std::vector<std::string> argv{
+      ZEUS_AS_UID_PATH, std::to_string(kUserA), ZEUS_LIMIT_SETTER_PATH, "nvml", journal, "200000",
+      "150000"};
+  Child setter(argv, daemon.client_env());
+  ASSERT_TRUE(setter.wait_for_output("ready", seconds(20)));
+  EXPECT_EQ(nvml.limit_mw(0), 200'000);
+  EXPECT_EQ(nvml.limit_mw(1), 150'000);
+  setter.kill(SIGKILL);
+  setter.wait();
+  EXPECT_TRUE(limit_becomes(nvml, 0, 300'000));
+  EXPECT_TRUE(limit_becomes(nvml, 1, 300'000));
+
+  // A client that exits normally: back too.
+  auto once = client_as(kUserA, daemon, {"POST", set_limit(2, 120'000)}, false);
+  const ProcessResult r = once->wait();
+  EXPECT_THAT(r.out, HasSubstr("status=200"));
+  EXPECT_TRUE(limit_becomes(nvml, 2, 300'000));
+
+  // The audit names who, what, old and new, and the restores (written just after each restore).
+  std::set<std::string> changes;
+  std::set<std::string> restores;
+  const auto read_audit = [&] {
+    changes.clear();
+    restores.clear();
+    std::ifstream audit(daemon.state_dir() / "audit.jsonl");
+    std::string line;
+    while (std::getline(audit, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.value("uid", 0) != static_cast<int>(kUserA)) {
+        continue;
+      }
+      EXPECT_TRUE(j.contains("pid") && j.contains("gpu") && j.contains("old") && j.contains("new"))
+          << line;
+      const std::string what =
+          j["gpu"].dump() + ":" + j["old"].get<std::string>() + "->" + j["new"].get<std::string>();
+      (j.value("event", "") == "change" ? changes : restores).insert(what);
+    }
+    return restores.size() >= 3;
+  };
+  EXPECT_TRUE(eventually(read_audit, seconds(10)));
+  for (const std::string c : {"0:300000->200000", "1:300000->150000", "2:300000->120000"}) {
+    EXPECT_TRUE(changes.contains(c)) << c;
+  }
+  EXPECT_EQ(restores,
+            (std::set<std::string>{"0:200000->300000", "1:150000->300000", "2:120000->300000"}));
+}
+
+TEST(Zeusd, AnotherUserIsRefusedAHeldGpuGetsAnotherAndOneUidSharesALease) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+
+  auto a1 = client_as(kUserA, daemon, {"POST", set_limit(0, 200'000)}, true);
+  auto b = client_as(kUserB, daemon,
+                     {"POST", set_limit(0, 100'000), "POST", set_limit(1, 250'000), "GET",
+                      "/gpu/get_power_limit?gpu_ids=0"},
+                     false);
+  const std::string out = b->wait().out;
+  EXPECT_THAT(out, HasSubstr("status=409"));
+  EXPECT_THAT(out, HasSubstr("uid 61001 (pid " + std::to_string(a1->pid()) + ")"));
+  EXPECT_THAT(out, HasSubstr("status=200 body={\"0\":{\"power_limit_mw\":200000}}"))
+      << "reads stay open";
+  EXPECT_EQ(nvml.limit_mw(0), 200'000);
+  EXPECT_TRUE(limit_becomes(nvml, 1, 300'000)) << "user B's process ended";
+
+  // A second process of user A lowers it further; the GPU goes back to the value before the
+  // first lease only when both have ended.
+  auto a2 = client_as(kUserA, daemon, {"POST", set_limit(0, 150'000)}, true);
+  EXPECT_EQ(nvml.limit_mw(0), 150'000);
+  a1->kill(SIGKILL);
+  a1->wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(nvml.limit_mw(0), 150'000) << "one holder is still alive";
+  a2->kill(SIGKILL);
+  a2->wait();
+  EXPECT_TRUE(limit_becomes(nvml, 0, 300'000));
+}
+
+TEST(Zeusd, RootsChangesStayAndEndALease) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  auto a = client_as(kUserA, daemon, {"POST", set_limit(3, 200'000)}, true);
+  EXPECT_EQ(daemon.call("POST", set_limit(3, 220'000)).status, 200);
+  EXPECT_EQ(daemon.call("POST", set_limit(2, 250'000)).status, 200);
+  auto b = client_as(kUserB, daemon, {"POST", set_limit(3, 210'000)}, false);
+  EXPECT_THAT(b->wait().out, HasSubstr("status=200")) << "root's change ended user A's lease";
+  a->kill(SIGKILL);
+  a->wait();
+  EXPECT_TRUE(limit_becomes(nvml, 3, 220'000)) << "user B's lease restores root's value";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(nvml.limit_mw(3), 220'000);
+  EXPECT_EQ(nvml.limit_mw(2), 250'000) << "an admin's change stays";
+}
+
+TEST(Zeusd, ADaemonKilledWithLeasesRestoresThemWhenStartedAgain) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  auto dies = client_as(kUserA, daemon,
+                        {"POST", set_limit(0, 200'000), "POST", set_limit(1, 180'000)}, true);
+  auto lives = client_as(kUserB, daemon, {"POST", set_limit(2, 160'000)}, true);
+  daemon.kill9();
+  dies->kill(SIGKILL);
+  dies->wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(nvml.limit_mw(0), 200'000) << "nobody restores while the daemon is down";
+
+  daemon.start();
+  EXPECT_TRUE(limit_becomes(nvml, 0, 300'000));
+  EXPECT_TRUE(limit_becomes(nvml, 1, 300'000));
+  EXPECT_EQ(nvml.limit_mw(2), 160'000) << "its holder is alive: still leased";
+  // The restarted daemon watches the living holder, and still enforces its ownership.
+  auto other = client_as(kUserA, daemon, {"POST", set_limit(2, 100'000)}, false);
+  EXPECT_THAT(other->wait().out, HasSubstr("status=409"));
+  lives->kill(SIGKILL);
+  lives->wait();
+  EXPECT_TRUE(limit_becomes(nvml, 2, 300'000));
+}
+
+TEST(Zeusd, ACorruptJournalStopsTheDaemonNamingIt) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  fs::create_directories(dir / "state");
+  fs::permissions(dir / "state", fs::perms::owner_all);
+  std::ofstream(dir / "state" / "leases.json") << "{\"version\": 1, \"leases\": [";
+  const ProcessResult r =
+      run_process({ZEUSD_PATH, "serve", "--socket-path", (dir / "s.sock").string(), "--state-dir",
+                   (dir / "state").string()},
+                  seconds(20));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr((dir / "state" / "leases.json").string()));
+}
+
+TEST(Zeusd, BadRequestsChangeNothingAndTheDaemonLives) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir, {"--idle-timeout-s", "2"});
+  struct Case {
+    std::string method, target;
+    long status;
+    std::string body;
+  };
+  const std::vector<Case> cases{
+      {"POST", "/gpu/set_power_limit?gpu_ids=0&block=true&power_limit_mw=abc", 400, "invalid"},
+      {"POST", "/gpu/set_power_limit?gpu_ids=0&block=true&power_limit_mw=-5", 400, "invalid"},
+      {"POST", "/gpu/set_power_limit?gpu_ids=0&block=true&power_limit_mw=1&x=1", 400,
+       "unknown field `x`"},
+      {"POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000", 400, "`block`"},
+      {"POST", set_limit(9, 200'000), 400, "GPU index 9 does not exist."},
+      {"POST", "/gpu/set_power_limit?gpu_ids=0,x&block=true&power_limit_mw=200000", 400,
+       "{\"error\":\"Invalid GPU index: x\"}"},
+      {"POST", set_limit(0, 50'000), 400, "{\"errors\":{\"0\":"},
+      {"GET", "/gpu/get_power_limit?gpu_ids=7", 400, "{\"error\":\"GPU 7 not found\"}"},
+      {"GET", "/gpu/set_power_limit?gpu_ids=0&block=true&power_limit_mw=200000", 404, ""},
+      {"GET", "/nothing/here", 404, ""},
+  };
+  for (const Case& c : cases) {
+    const auto reply = daemon.call(c.method, c.target);
+    EXPECT_EQ(reply.status, c.status) << c.method << " " << c.target << ": " << reply.body;
+    EXPECT_THAT(reply.body, HasSubstr(c.body)) << c.target;
+  }
+
+  // A body over 64 KiB: 413, nothing applied.
+  RawConnection big(daemon.socket());
+  ASSERT_TRUE(big.connected());
+  const std::string body(70 * 1024, 'x');
+  big.send("POST " + set_limit(0, 200'000) + " HTTP/1.1\r\nHost: zeusd\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n");
+  big.send(body);
+  EXPECT_THAT(big.read_until("\r\n\r\n"), HasSubstr("HTTP/1.1 413"));
+
+  // Hundreds of idle connections and one that sends a byte at a time: others are still served,
+  // and the idle ones are closed after --idle-timeout-s.
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(daemon.socket()));
+  }
+  std::thread slow([&] {
+    RawConnection c(daemon.socket());
+    for (const char ch : "POST " + set_limit(0, 110'000) + " HTTP/1.1\r\nHost: z") {
+      if (!c.send(std::string(1, ch))) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  EXPECT_TRUE(eventually(
+      [&] {
+        try {
+          return daemon.call("GET", "/discover").status == 200;
+        } catch (const std::exception&) {
+          return false;  // refused at accept while the idle ones fill the connection limit
+        }
+      },
+      seconds(10)));
+  EXPECT_TRUE(idle.front()->closed_by_server()) << "idle past --idle-timeout-s";
+  slow.join();
+  idle.clear();
+  EXPECT_EQ(daemon.call("GET", "/gpu/get_power_limit?gpu_ids=0").body,
+            "{\"0\":{\"power_limit_mw\":300000}}");
+  EXPECT_EQ(nvml.limit_mw(0), 300'000);
+  EXPECT_EQ(nvml.state()["settings_history"].size(), 0u) << nvml.state().dump();
+}
+
+TEST(Zeusd, PerGpuFailuresAreReportedWithTheWorstStatus) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  nvml.set_gpu_value(1, "faults", {{"set_error", 4}});  // NVML_ERROR_NO_PERMISSION
+  const auto r =
+      daemon.call("POST", "/gpu/set_power_limit?gpu_ids=0,1&block=true&power_limit_mw=200000");
+  EXPECT_EQ(r.status, 403) << r.body;
+  const auto j = nlohmann::json::parse(r.body);
+  ASSERT_TRUE(j["errors"].contains("1")) << r.body;
+  EXPECT_FALSE(j["errors"].contains("0")) << r.body;
+  EXPECT_EQ(nvml.limit_mw(0), 200'000) << "the GPU that could be changed was";
+  EXPECT_EQ(nvml.limit_mw(1), 300'000);
+}
+
+std::string zeusd_token(const fs::path& key, const std::string& scope) {
+  const ProcessResult r = run_process({ZEUSD_PATH, "token", "issue", "--signing-key-path",
+                                       key.string(), "--user", "alice", "--scope", scope});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string token = r.out;
+  while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) {
+    token.pop_back();
+  }
+  return token;
+}
+
+TEST(Zeusd, OverTcpOnlyAValidTokenWithTheScopeControls) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  const fs::path key = dir / "key";
+  std::ofstream(key) << "a signing key of this test";
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  ZeusdProcess daemon(
+      dir, {"--mode", "tcp", "--tcp-bind-address", address, "--signing-key-path", key.string()});
+  const auto call = [&](const std::string& token, const std::string& method,
+                        const std::string& target) {
+    device::zeusd::ZeusdClient client({.host_port = address, .token = token});
+    return client.request(method, target);
+  };
+  const std::string reader = zeusd_token(key, "gpu-read");
+  const std::string controller = zeusd_token(key, "gpu-read,gpu-control");
+  const auto now = std::chrono::system_clock::now();
+  const std::string expired = daemon::issue_token(
+      "a signing key of this test",
+      {"alice",
+       {"gpu-control"},
+       std::chrono::duration_cast<seconds>(now.time_since_epoch()).count() - 3600});
+  const std::string forged = daemon::issue_token("another key", {"alice", {"gpu-control"}, {}});
+
+  EXPECT_EQ(call(reader, "GET", "/gpu/get_power_limit").status, 200);
+  EXPECT_EQ(call("", "GET", "/gpu/get_power_limit").status, 401);
+  EXPECT_EQ(call(reader, "POST", set_limit(0, 200'000)).status, 403);
+  EXPECT_EQ(call(expired, "POST", set_limit(0, 200'000)).status, 401);
+  EXPECT_EQ(call(forged, "POST", set_limit(0, 200'000)).status, 401);
+  EXPECT_EQ(call("", "POST", set_limit(0, 200'000)).status, 401);
+  EXPECT_EQ(nvml.limit_mw(0), 300'000);
+  EXPECT_THAT(call(controller, "GET", "/auth/whoami").body, HasSubstr("alice"));
+  EXPECT_EQ(call(controller, "POST", set_limit(0, 200'000)).status, 200);
+  EXPECT_EQ(nvml.limit_mw(0), 200'000) << "a token holder's change persists, as an admin's";
+}
+
+TEST(Zeusd, TcpControlWithoutASigningKeyIsRefusedAtStart) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  const ProcessResult r = run_process(
+      {ZEUSD_PATH, "serve", "--mode", "tcp", "--tcp-bind-address",
+       "127.0.0.1:" + std::to_string(free_port()), "--state-dir", (dir / "state").string()},
+      seconds(20));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--signing-key-path"));
+}
+
+TEST(Zeusd, APowerStreamSendsTheCurrentValueThenChanges) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir, {"--gpu-power-poll-hz", "50"});
+  RawConnection stream(daemon.socket());
+  stream.send("GET /gpu/stream_power?gpu_ids=1 HTTP/1.1\r\nHost: zeusd\r\n\r\n");
+  const std::string head = stream.read_until("\n\n");
+  EXPECT_THAT(head, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(head, HasSubstr("text/event-stream"));
+  // The fake's instantaneous power field reads power_mw + 1 W: 111 W for GPU 1, at once.
+  EXPECT_THAT(stream.read_until("\"power_mw\":111000"), HasSubstr("data: {\"gpu_id\":1,"));
+  nvml.set_gpu_value(1, "power_mw", 123'000);
+  EXPECT_THAT(stream.read_until("\"power_mw\":124000"), HasSubstr("\"gpu_id\":1"));
+}
+
+// Upstream Zeus 0.16's own client (PyPI's zeus==0.16.0, scripts/install-zeus016.sh), unchanged,
+// as an unprivileged user: discovers, reads limits and constraints, sets a limit; the daemon puts
+// it back when the client is killed.
+TEST(Zeusd, UpstreamZeusClientWorksUnchanged) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  const fs::path python = fs::path(ZEUS_SOURCE_DIR) / ".venv-zeus016" / "bin" / "python";
+  if (!fs::exists(python)) {
+    GTEST_SKIP() << python << " is missing: run scripts/install-zeus016.sh (make test does)";
+  }
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  auto env = daemon.client_env();
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  Child client(
+      {ZEUS_AS_UID_PATH, std::to_string(kUserA), python.string(),
+       std::string(ZEUS_SOURCE_DIR) + "/tests/zeusd_upstream/upstream_client.py", "2", "175000"},
+      env);
+  ASSERT_TRUE(client.wait_for_output("ready", seconds(60))) << client.wait().out;
+  client.kill(SIGKILL);
+  const ProcessResult r = client.wait();
+  const auto first_line = r.out.substr(0, r.out.find('\n'));
+  const auto seen = nlohmann::json::parse(first_line);
+  EXPECT_EQ(seen["zeus_version"], "0.16.0");
+  EXPECT_EQ(seen["gpu_ids"], nlohmann::json::parse("[0,1,2,3]"));
+  EXPECT_EQ(seen["names"][0], "NVIDIA A40");
+  EXPECT_TRUE(seen["can_control_gpu"].get<bool>());
+  EXPECT_EQ(seen["limits"]["2"], 300'000);
+  EXPECT_EQ(seen["constraints"]["2"], nlohmann::json::parse("[100000,300000]"));
+  EXPECT_EQ(seen["after"], 175'000) << "set through the daemon, read back";
+  EXPECT_THAT(seen["out_of_range"].get<std::string>(), HasSubstr("refused"));
+  EXPECT_TRUE(limit_becomes(nvml, 2, 300'000)) << "the client was killed: its limit is back";
+}
+
+TEST(Zeusd, CheckSaysWhatItFound) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  const ProcessResult r = run_process({ZEUSD_PATH, "serve", "--check"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("GPU 3: NVIDIA A40"));
+  EXPECT_THAT(r.out, HasSubstr("(root: may set GPU limits)"));
+  const ProcessResult unprivileged = run_as(kUserA, {ZEUSD_PATH, "serve", "--check"}, {});
+  EXPECT_NE(unprivileged.exit_code, 0) << "it would not start";
+  EXPECT_THAT(unprivileged.out, HasSubstr("privileges: euid 61001\n"));
+  EXPECT_THAT(unprivileged.out, HasSubstr("will not start"));
+}
+
+}  // namespace
+}  // namespace zeus::test

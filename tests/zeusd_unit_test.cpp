@@ -1,0 +1,189 @@
+// zeusd's pure parts: tokens, query parameters, the lease book.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "zeus/common/errors.h"
+#include "zeus/daemon/leases.h"
+#include "zeus/daemon/query.h"
+#include "zeus/daemon/token.h"
+
+namespace zeus::daemon {
+namespace {
+
+using std::chrono::seconds;
+using std::chrono::system_clock;
+
+const system_clock::time_point kNow = system_clock::time_point(seconds(1'800'000'000));
+
+TEST(ZeusdToken, IssuedTokenVerifiesWithItsClaims) {
+  const std::string token =
+      issue_token("key", {"alice", {"gpu-read", "gpu-control"}, 1'800'003'600});
+  const TokenCheck check = verify_token("key", token, kNow);
+  ASSERT_TRUE(check.claims) << check.rejection.reason;
+  EXPECT_EQ(check.claims->sub, "alice");
+  EXPECT_EQ(check.claims->scopes, (std::vector<std::string>{"gpu-read", "gpu-control"}));
+  EXPECT_EQ(check.claims->exp, 1'800'003'600);
+}
+
+TEST(ZeusdToken, ATokenWithoutExpiryNeverExpires) {
+  const std::string token = issue_token("key", {"bob", {"cpu-read"}, std::nullopt});
+  const TokenCheck check = verify_token("key", token, kNow + seconds(86400LL * 3650));
+  ASSERT_TRUE(check.claims) << check.rejection.reason;
+  EXPECT_FALSE(check.claims->exp);
+}
+
+TEST(ZeusdToken, AnotherKeysSignatureIsRefused) {
+  const std::string token = issue_token("other key", {"mallory", {"gpu-control"}, std::nullopt});
+  const TokenCheck check = verify_token("key", token, kNow);
+  EXPECT_FALSE(check.claims);
+  EXPECT_FALSE(check.rejection.expired);
+}
+
+TEST(ZeusdToken, AnEditedPayloadIsRefused) {
+  std::string token = issue_token("key", {"alice", {"gpu-read"}, std::nullopt});
+  // Swap the payload for one that grants gpu-control, keeping the signature.
+  const std::string forged_payload = issue_token("key", {"alice", {"gpu-control"}, std::nullopt});
+  const auto dot1 = token.find('.');
+  const auto dot2 = token.rfind('.');
+  const auto fdot1 = forged_payload.find('.');
+  const auto fdot2 = forged_payload.rfind('.');
+  token = token.substr(0, dot1 + 1) + forged_payload.substr(fdot1 + 1, fdot2 - fdot1 - 1) +
+          token.substr(dot2);
+  EXPECT_FALSE(verify_token("key", token, kNow).claims);
+}
+
+TEST(ZeusdToken, ExpiryHasSixtySecondsOfLeeway) {
+  const std::string token = issue_token("key", {"alice", {"gpu-read"}, 1'800'000'000});
+  EXPECT_TRUE(verify_token("key", token, kNow + seconds(59)).claims);
+  const TokenCheck late = verify_token("key", token, kNow + seconds(61));
+  EXPECT_FALSE(late.claims);
+  EXPECT_TRUE(late.rejection.expired);
+}
+
+TEST(ZeusdToken, GarbageAndUnsignedTokensAreRefused) {
+  for (const std::string bad : {"", "abc", "a.b", "a.b.c", "..", "eyJhbGciOiJub25lIn0.e30."}) {
+    EXPECT_FALSE(verify_token("key", bad, kNow).claims) << bad;
+  }
+}
+
+TEST(ZeusdToken, LifetimesParse) {
+  EXPECT_EQ(parse_token_lifetime("1h"), seconds(3600));
+  EXPECT_EQ(parse_token_lifetime("7d"), seconds(7 * 86400));
+  EXPECT_EQ(parse_token_lifetime("45m"), seconds(45 * 60));
+  EXPECT_EQ(parse_token_lifetime("never"), std::nullopt);
+  EXPECT_THROW(parse_token_lifetime("soon"), ConfigError);
+  EXPECT_THROW(parse_token_lifetime("-1h"), ConfigError);
+}
+
+http::Request request_with(std::vector<std::pair<std::string, std::string>> query) {
+  http::Request r;
+  r.method = "POST";
+  r.path = "/gpu/set_power_limit";
+  r.query = std::move(query);
+  return r;
+}
+
+TEST(ZeusdQuery, UnknownAndRepeatedParametersAreRefused) {
+  EXPECT_THROW(Query(request_with({{"gpu_ids", "0"}, {"power", "1"}}), {"gpu_ids"}), QueryError);
+  EXPECT_THROW(Query(request_with({{"gpu_ids", "0"}, {"gpu_ids", "1"}}), {"gpu_ids"}), QueryError);
+  EXPECT_NO_THROW(Query(request_with({{"gpu_ids", "0"}}), {"gpu_ids", "block"}));
+}
+
+TEST(ZeusdQuery, U32IsPlainDecimalInRange) {
+  const Query ok(request_with({{"power_limit_mw", "200000"}}), {"power_limit_mw"});
+  EXPECT_EQ(ok.required_u32("power_limit_mw"), 200000u);
+  for (const std::string bad : {"", "-1", "+5", "1e5", "0x10", "4294967296", "12a", " 1"}) {
+    const Query q(request_with({{"power_limit_mw", bad}}), {"power_limit_mw"});
+    EXPECT_THROW(q.required_u32("power_limit_mw"), QueryError) << "'" << bad << "'";
+  }
+  const Query none(request_with({}), {"power_limit_mw"});
+  EXPECT_THROW(none.required_u32("power_limit_mw"), QueryError);
+}
+
+TEST(ZeusdQuery, BoolsAreTrueOrFalse) {
+  EXPECT_TRUE(Query(request_with({{"block", "true"}}), {"block"}).required_bool("block"));
+  EXPECT_FALSE(Query(request_with({{"block", "false"}}), {"block"}).required_bool("block"));
+  EXPECT_THROW(Query(request_with({{"block", "1"}}), {"block"}).required_bool("block"), QueryError);
+  EXPECT_FALSE(Query(request_with({}), {"block"}).optional_bool("block"));
+}
+
+TEST(ZeusdQuery, IdListsAreTrimmedSortedAndDeduplicated) {
+  const Query q(request_with({{"gpu_ids", " 3, 1,3 ,0"}}), {"gpu_ids"});
+  EXPECT_EQ(q.ids("gpu_ids", "GPU"), (std::vector<int>{0, 1, 3}));
+  EXPECT_FALSE(Query(request_with({}), {"gpu_ids"}).ids("gpu_ids", "GPU"));
+  for (const std::string bad : {"", "a", "1,,2", "-1", "1;2"}) {
+    const Query b(request_with({{"gpu_ids", bad}}), {"gpu_ids"});
+    EXPECT_THROW(b.ids("gpu_ids", "GPU"), IdListError) << "'" << bad << "'";
+  }
+}
+
+Actor user(uid_t uid, pid_t pid) {
+  return Actor{false, uid, Holder{uid, pid, 1000ULL + static_cast<unsigned>(pid)}, "u"};
+}
+
+TEST(ZeusdLeases, AnotherUidConflictsOnAHeldGpuOnly) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  const auto holder = book.conflict(user(1001, 20), 0);
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->uid, 1000u);
+  EXPECT_EQ(holder->pid, 10);
+  EXPECT_FALSE(book.conflict(user(1001, 20), 1));
+  EXPECT_FALSE(book.conflict(user(1000, 11), 0));  // same uid, another process
+  EXPECT_FALSE(book.conflict(Actor{true, 0, std::nullopt, "root"}, 0));
+}
+
+TEST(ZeusdLeases, TheFirstOriginalComesBackWhenTheLastHolderEnds) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  book.acquire(user(1000, 11), 0, Setting::kPowerLimit, 200'000);  // already lowered by pid 10
+  EXPECT_TRUE(book.release(Holder{1000, 10, 1010}).empty());
+  const auto freed = book.release(Holder{1000, 11, 1011});
+  ASSERT_EQ(freed.size(), 1u);
+  EXPECT_EQ(freed[0].original, 300'000);
+  EXPECT_EQ(freed[0].holders, (std::vector<Holder>{{1000, 11, 1011}})) << "the last holder";
+  EXPECT_TRUE(book.empty());
+}
+
+TEST(ZeusdLeases, APidReusedByAnotherProcessIsNotTheHolder) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  EXPECT_TRUE(book.release(Holder{1000, 10, 999999}).empty());
+  EXPECT_FALSE(book.empty());
+}
+
+TEST(ZeusdLeases, AnAdminChangeEndsTheLeaseWithoutRestore) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  book.acquire(user(1000, 10), 0, Setting::kPersistenceMode, 0);
+  EXPECT_EQ(book.end(0, Setting::kPowerLimit).size(), 1u);
+  EXPECT_EQ(book.leases().size(), 1u);
+  EXPECT_EQ(book.leases()[0].setting, Setting::kPersistenceMode);
+  EXPECT_THROW(book.acquire(Actor{true, 0, std::nullopt, "root"}, 0, Setting::kPowerLimit, 1),
+               InternalError);
+}
+
+TEST(ZeusdLeases, TheJournalRoundTripsAndRefusesWhatIsNotOne) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 2, Setting::kGpuLockedClocks, 0);
+  book.acquire(user(1000, 11), 2, Setting::kGpuLockedClocks, 0);
+  book.acquire(user(1001, 12), 3, Setting::kPowerLimit, 250'000);
+  const LeaseBook back = LeaseBook::from_json(book.to_json(), "test");
+  EXPECT_EQ(back.to_json(), book.to_json());
+  EXPECT_EQ(back.holders().size(), 3u);
+
+  auto bad_version = book.to_json();
+  bad_version["version"] = 99;
+  EXPECT_THROW(LeaseBook::from_json(bad_version, "j"), ConfigError);
+  auto no_holders = book.to_json();
+  no_holders["leases"][0]["holders"] = nlohmann::json::array();
+  EXPECT_THROW(LeaseBook::from_json(no_holders, "j"), ConfigError);
+  auto bad_setting = book.to_json();
+  bad_setting["leases"][0]["setting"] = "fan_speed";
+  EXPECT_THROW(LeaseBook::from_json(bad_setting, "j"), ConfigError);
+  EXPECT_THROW(LeaseBook::from_json(nlohmann::json::array(), "j"), ConfigError);
+}
+
+}  // namespace
+}  // namespace zeus::daemon
