@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
   python3-torch slurm-wlm munge
-  libmicrohttpd-dev libssl-dev libcurl4-openssl-dev python3-venv
+  libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libtomlplusplus-dev python3-venv
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "zeus/common/atomic_file.h"
 #include "zeus/daemon/token.h"
 #include "zeusd_support.h"
 
@@ -435,6 +436,48 @@ TEST(Zeusd, UpstreamZeusClientWorksUnchanged) {
   EXPECT_EQ(seen["after"], 175'000) << "set through the daemon, read back";
   EXPECT_THAT(seen["out_of_range"].get<std::string>(), HasSubstr("refused"));
   EXPECT_TRUE(limit_becomes(nvml, 2, 300'000)) << "the client was killed: its limit is back";
+}
+
+// --gpu-command-overrides: the file's commands replace NVML's setter, for users' changes and for
+// the restores of their leases alike; a command that fails, or prints what error_pattern
+// matches, is 500 naming it.
+TEST(Zeusd, CommandOverridesReplaceNvmlSetters) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  const fs::path log = dir / "override.log";
+  const fs::path file = dir / "overrides.toml";
+  std::ofstream(file) << "[set_power_limit]\n"
+                      << "commands = [\"/bin/sh -c 'echo gpu={gpu_id} w={power_limit_w} mw="
+                         "{power_limit_mw} >> "
+                      << log.string() << "'\"]\n"
+                      << "[set_persistence_mode]\n"
+                      << "commands = [\"/bin/echo FAILED to set {enabled}\"]\n"
+                      << "error_pattern = \"FAILED\"\n"
+                      << "[reset_gpu_locked_clocks]\n"
+                      << "commands = [\"/bin/false\"]\n";
+  ZeusdProcess daemon(dir, {"--gpu-command-overrides", file.string()});
+  auto user = client_as(kUserA, daemon, {"POST", set_limit(1, 200'000)}, true);
+  EXPECT_TRUE(user->wait_for_output("status=200", seconds(1)));
+  EXPECT_EQ(nvml.limit_mw(1), 300'000) << "NVML's setter was not called";
+  user->kill(SIGKILL);
+  user->wait();
+  EXPECT_TRUE(eventually(
+      [&] {
+        return fs::exists(log) &&
+               read_file(log) == "gpu=1 w=200 mw=200000\ngpu=1 w=300 mw=300000\n";
+      },
+      seconds(10)))
+      << read_file(log) << " (the lease's restore runs the override too)";
+
+  const auto pm =
+      daemon.call("POST", "/gpu/set_persistence_mode?gpu_ids=0&block=true&enabled=true");
+  EXPECT_EQ(pm.status, 500);
+  EXPECT_THAT(pm.body, HasSubstr("error_pattern"));
+  const auto reset = daemon.call("POST", "/gpu/reset_gpu_locked_clocks?gpu_ids=2&block=true");
+  EXPECT_EQ(reset.status, 500);
+  EXPECT_THAT(reset.body, HasSubstr("/bin/false"));
+  EXPECT_THAT(reset.body, HasSubstr("exited with code 1"));
 }
 
 TEST(Zeusd, CheckSaysWhatItFound) {

@@ -1,9 +1,14 @@
 // zeusd's pure parts: tokens, query parameters, the lease book.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/test_support.h"
 #include "zeus/common/errors.h"
+#include "zeus/daemon/command_overrides.h"
 #include "zeus/daemon/leases.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
@@ -183,6 +188,70 @@ TEST(ZeusdLeases, TheJournalRoundTripsAndRefusesWhatIsNotOne) {
   bad_setting["leases"][0]["setting"] = "fan_speed";
   EXPECT_THROW(LeaseBook::from_json(bad_setting, "j"), ConfigError);
   EXPECT_THROW(LeaseBook::from_json(nlohmann::json::array(), "j"), ConfigError);
+}
+
+TEST(ZeusdOverrides, WordsSplitAsAShellSplitsThem) {
+  EXPECT_EQ(split_words("nvidia-smi -i {gpu_id}  -pl {power_limit_w}"),
+            (std::vector<std::string>{"nvidia-smi", "-i", "{gpu_id}", "-pl", "{power_limit_w}"}));
+  EXPECT_EQ(split_words(R"(sh -c 'echo "a b" $x' "c\"d" e\ f)"),
+            (std::vector<std::string>{"sh", "-c", "echo \"a b\" $x", "c\"d", "e f"}));
+  EXPECT_THROW(split_words("echo 'open"), ConfigError);
+  EXPECT_THROW(split_words("echo \"open"), ConfigError);
+}
+
+std::filesystem::path write_overrides(const test::TempDir& dir, const std::string& text,
+                                      mode_t mode = 0644) {
+  const auto path = dir / "overrides.toml";
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+TEST(ZeusdOverrides, AValidFileLoads) {
+  test::TempDir dir;
+  const auto o = load_command_overrides(write_overrides(dir, R"(
+[set_power_limit]
+commands = ["tool --gpu {gpu_id} --watts {power_limit_w}", "tool --check {gpu_id}"]
+error_pattern = "(?i)failed"
+timeout_s = 5
+
+[reset_locked_clocks]
+commands = ["tool --reset {gpu_id}"]
+)"));
+  ASSERT_EQ(o.size(), 2u);
+  const CommandOverride& pl = o.at("set_power_limit");
+  ASSERT_EQ(pl.commands.size(), 2u);
+  EXPECT_EQ(pl.commands[0],
+            (std::vector<std::string>{"tool", "--gpu", "{gpu_id}", "--watts", "{power_limit_w}"}));
+  EXPECT_EQ(pl.timeout, std::chrono::seconds(5));
+  EXPECT_EQ(pl.error_pattern, "(?i)failed");
+  EXPECT_EQ(o.at("reset_locked_clocks").timeout, std::chrono::seconds(60));
+}
+
+TEST(ZeusdOverrides, WhatUpstreamRefusesIsRefusedNamingIt) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"[set_fan_speed]\ncommands = [\"x\"]\n", "unknown table [set_fan_speed]"},
+      {"[set_power_limit]\ncommands = []\n", "non-empty"},
+      {"[set_power_limit]\ncommands = [\"x {min_clock_mhz}\"]\n", "{min_clock_mhz}"},
+      {"[set_power_limit]\ncommands = [\"x\"]\ntimeout_s = 0\n", "timeout_s"},
+      {"[set_power_limit]\ncommands = [\"x\"]\nretries = 2\n", "unknown key 'retries'"},
+      {"[set_power_limit]\ncommands = [\"x\"]\nerror_pattern = \"(\"\n", "regular expression"},
+      {"[set_power_limit\n", "not TOML"},
+  };
+  for (const auto& [text, why] : bad) {
+    try {
+      load_command_overrides(write_overrides(dir, text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(why)) << text;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("overrides.toml")) << text;
+    }
+  }
+  EXPECT_THROW(
+      load_command_overrides(write_overrides(dir, "[set_power_limit]\ncommands = [\"x\"]\n", 0666)),
+      ConfigError)
+      << "a file others may write";
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,12 +23,30 @@ namespace zeus::zeusd {
 
 namespace {
 
+// A uid or gid given as a number or a name (getpwnam/getgrnam: the CLI's thread only).
+unsigned resolve_id(const std::string& text, std::string_view flag, bool group) {
+  if (const auto n = parse_number<unsigned>(text)) {
+    return *n;
+  }
+  if (group) {
+    if (const struct group* g = ::getgrnam(text.c_str())) {
+      return g->gr_gid;
+    }
+  } else if (const struct passwd* p = ::getpwnam(text.c_str())) {
+    return p->pw_uid;
+  }
+  throw ConfigError(
+      fmt::format("{} '{}': no such {} on this host; give a number or an existing "
+                  "name",
+                  flag, text, group ? "group" : "user"));
+}
+
 struct ServeFlags {
   std::string mode = "uds";
   std::string socket_path = "/run/zeusd/zeusd.sock";
   std::string socket_permissions = "666";
-  std::optional<unsigned> socket_uid;
-  std::optional<unsigned> socket_gid;
+  std::optional<std::string> socket_uid;  // a number, as upstream's, or a user name
+  std::optional<std::string> socket_gid;  // a number, or a group name
   std::string tcp_bind_address = "127.0.0.1:4938";
   std::optional<unsigned> num_workers;
   double gpu_power_poll_hz = 20;
@@ -84,10 +104,10 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
   }
   o.server.socket_permissions = static_cast<mode_t>(*perms);
   if (f.socket_uid) {
-    o.server.socket_uid = static_cast<uid_t>(*f.socket_uid);
+    o.server.socket_uid = resolve_id(*f.socket_uid, "--socket-uid", false);
   }
   if (f.socket_gid) {
-    o.server.socket_gid = static_cast<gid_t>(*f.socket_gid);
+    o.server.socket_gid = resolve_id(*f.socket_gid, "--socket-gid", true);
   }
   o.server.tcp_address = f.tcp_bind_address;
   o.server.max_connections = f.max_connections;
@@ -109,11 +129,7 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
           fmt::format("--enable: unknown API group '{}' (gpu-control, gpu-read, cpu-read)", g));
     }
   }
-  if (!f.gpu_command_overrides.empty()) {
-    throw ConfigError(
-        "--gpu-command-overrides is not implemented by this zeusd yet; run without it (NVML "
-        "performs every operation)");
-  }
+  o.gpu_command_overrides = f.gpu_command_overrides;
   if (!f.signing_key_path.empty()) {
     o.api.signing_key = read_key(f.signing_key_path);
   }

@@ -19,7 +19,8 @@ BUILD = Path(os.environ.get("ZEUS_BUILD_DIR", REPO / "build" / "ci")).resolve()
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 # What a launcher or an earlier job may have left in the environment of the suite.
-_LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "TORCHELASTIC_", "ZEUS_", "FAKE_NVML_")
+_LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "TORCHELASTIC_", "ZEUS_", "ZEUSD_",
+                      "FAKE_NVML_")
 _LAUNCHER_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                    "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "ROLE_RANK", "CUDA_VISIBLE_DEVICES")
 
@@ -28,6 +29,13 @@ def zeus_cli() -> Path:
     path = Path(os.environ.get("ZEUS_CLI", BUILD / "apps" / "zeus" / "zeus"))
     if not path.exists():
         pytest.skip(f"zeus CLI not built at {path} (cmake --build --preset ci, or set ZEUS_CLI)")
+    return path
+
+
+def zeusd_binary() -> Path:
+    path = Path(os.environ.get("ZEUSD", BUILD / "apps" / "zeusd" / "zeusd"))
+    if not path.exists():
+        pytest.skip(f"zeusd not built at {path} (cmake --build --preset ci, or set ZEUSD)")
     return path
 
 
@@ -63,7 +71,8 @@ def job_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 class FakeNvml:
     """A machine of fake A40s (300 W max, 100 W min) behind the fake NVML library."""
 
-    def __init__(self, directory: Path, gpus: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, directory: Path, gpus: int, monkeypatch: pytest.MonkeyPatch,
+                 permissive: bool = True) -> None:
         self.path = directory / "nvml-state.json"
         state = {
             "gpus": [
@@ -75,7 +84,7 @@ class FakeNvml:
                 for i in range(gpus)
             ],
             "faults": {},
-            "permissive": True,
+            "permissive": permissive,
             "limit_history": [],
         }
         self._write(state)

@@ -4,6 +4,9 @@ spec. Simulated GPUs run in this process; jobs on the fake NVML run in a child."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler, SequentialSampler, TensorDataset
 
 import zeus_cpp
-from conftest import WORKER, explain, python, records, run, zeus_cli
+from conftest import WORKER, FakeNvml, explain, python, records, run, zeus_cli, zeusd_binary
 from zeus_cpp import ZeusCostThresholdExceededException, ZeusDataLoader
 
 ZEUS_KEYS = {"energy", "time", "cost", "num_epochs", "reached"}
@@ -160,6 +163,41 @@ def test_profiling_on_nvml_restores_the_original_limit(fake_nvml, job_env: Path)
     assert {100, 300, 280} <= set_limits  # profiled down to 100 W, back to what it found
     assert fake_nvml.limits_w()[0] == 280
     assert not (job_env / "power-limits.journal").exists()
+
+
+def test_with_zeusd_sock_path_limits_are_set_by_the_daemon(job_env: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fake NVML that, like the driver, lets only root set; the job's limits must all be set by
+    # zeusd's process (the fake records who set each), and end where they were.
+    if os.geteuid() != 0:
+        pytest.skip("zeusd needs root to serve gpu-control (CI runs the suite as root)")
+    nvml = FakeNvml(job_env.parent, 2, monkeypatch, permissive=False)
+    sock = tmp_path / "zeusd" / "zeusd.sock"
+    daemon = subprocess.Popen([str(zeusd_binary()), "serve", "--socket-path", str(sock),
+                               "--state-dir", str(tmp_path / "zeusd-state")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 15
+        while not sock.exists() and daemon.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not sock.exists():
+            daemon.kill()
+            pytest.fail(f"zeusd did not start: {daemon.communicate()[0]}")
+        monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
+        out = job_env.parent / "out"
+        proc = run([python(), WORKER, "--out", out, "--epochs", "2"])
+        assert proc.returncode == 0, explain(proc)
+        assert f"power limits are set through zeusd at {sock}" in proc.stderr, explain(proc)
+        sets = nvml.sets()
+        assert {s["limit_mw"] // 1000 for s in sets if s["gpu"] == 0} >= {100, 300}
+        assert {s["pid"] for s in sets} == {daemon.pid}, sets
+        deadline = time.monotonic() + 10
+        while nvml.limits_w() != [280, 280] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert nvml.limits_w() == [280, 280]
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
 
 
 # ---- bad inputs ------------------------------------------------------------------------------

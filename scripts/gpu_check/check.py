@@ -107,6 +107,9 @@ def configure_argv(c: Context) -> List[str]:
             # warning must not cost the one run. CMake 4 refuses the old policy versions of
             # Debian's CMake configs unless told a minimum.
             "-DZEUS_WERROR=OFF", "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
+            # Neither zeusd nor its client: the machine has no libcurl, libmicrohttpd, OpenSSL
+            # or toml++ headers, and measure-only mode needs none of them.
+            "-DZEUS_BUILD_ZEUSD=OFF", "-DZEUS_WITH_ZEUSD_CLIENT=OFF",
             f"-DCMAKE_PREFIX_PATH={s}", f"-Dfmt_DIR={lib}/cmake/fmt",
             f"-Dspdlog_DIR={lib}/cmake/spdlog", f"-DGTest_DIR={lib}/cmake/GTest",
             f"-DCLI11_DIR={s}/share/cmake/CLI11", f"-Dnlohmann_json_DIR={s}/share/cmake/nlohmann_json",
@@ -160,6 +163,7 @@ def plan(c: Context) -> List[Step]:
         # The carried packages by their config folders (a CMAKE_PREFIX_PATH would replace the
         # one through which scikit-build-core finds pybind11).
         for define in (f"ZEUS_WERROR=OFF", f"ZEUS_USE_CCACHE={'ON' if c.cpu_only else 'OFF'}",
+                       "ZEUS_WITH_ZEUSD_CLIENT=OFF",
                        "CMAKE_POLICY_VERSION_MINIMUM=3.5", f"fmt_DIR={c.lib}/cmake/fmt",
                        f"spdlog_DIR={c.lib}/cmake/spdlog",
                        f"nlohmann_json_DIR={c.sys_usr}/share/cmake/nlohmann_json",

@@ -312,10 +312,13 @@ Response Api::gpu_write(const Request& request, const Caller& caller) {
        {{"gpu_ids", "block"}, clocks(Setting::kMemLockedClocks, true)}},
       {"/gpu/reset_locked_clocks",
        {{"gpu_ids", "block"},
-        [clocks](int gpu, const Query& q) {
-          std::vector<Change> both = clocks(Setting::kGpuLockedClocks, true)(gpu, q);
-          both.push_back(clocks(Setting::kMemLockedClocks, true)(gpu, q).front());
-          return both;
+        [this](int gpu, const Query&) -> std::vector<Change> {
+          // One action for both domains (it tries both and throws the first error; an override
+          // file may replace it as one operation); the second change records the memory
+          // domain's lease and does nothing more.
+          return {
+              {Setting::kGpuLockedClocks, "reset", [this, gpu] { gpus_.reset_locked_clocks(gpu); }},
+              {Setting::kMemLockedClocks, "reset", [] {}}};
         }}},
   };
   const auto it = routes.find(request.path);
@@ -342,7 +345,7 @@ Response Api::gpu_write(const Request& request, const Caller& caller) {
   Outcome outcome;
   for (auto& [gpu, changes] : plans) {
     std::optional<int> first_error;
-    for (Change& c : changes) {  // reset_locked_clocks tries both and reports the first error
+    for (Change& c : changes) {
       try {
         leases_.change(actor, gpu, c.setting, c.value, c.apply);
       } catch (const std::exception& e) {

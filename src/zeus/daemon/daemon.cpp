@@ -6,6 +6,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/daemon/command_overrides.h"
 #include "zeus/daemon/nvml/nvml_gpu_control.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
 
@@ -45,10 +46,28 @@ std::filesystem::path rapl_root(const DaemonOptions& o) {
   return {};  // RaplCpuSet: $ZEUS_RAPL_ROOT, else /sys/class/powercap
 }
 
-std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, std::string* why_none) {
+// The override file's operations; none when there is no file, or when gpu-control is off
+// (upstream ignores the file then, with a warning).
+CommandOverrides overrides_of(const DaemonOptions& o) {
+  if (o.gpu_command_overrides.empty()) {
+    return {};
+  }
+  if (!o.api.gpu_control) {
+    logger().warn("zeusd: --gpu-command-overrides {} ignored: gpu-control is not enabled",
+                  o.gpu_command_overrides.string());
+    return {};
+  }
+  return load_command_overrides(o.gpu_command_overrides);
+}
+
+std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, const CommandOverrides& overrides,
+                                      std::string* why_none) {
   try {
-    auto gpus = std::make_unique<nvml::NvmlGpuControl>(o.nvml);
+    std::unique_ptr<GpuControl> gpus = std::make_unique<nvml::NvmlGpuControl>(o.nvml);
     if (gpus->count() > 0) {
+      if (!overrides.empty()) {
+        gpus = with_command_overrides(std::move(gpus), overrides);
+      }
       return gpus;
     }
     *why_none = "NVML lists no GPUs";
@@ -83,11 +102,13 @@ void check_state_dir(const std::filesystem::path& dir) {
   }
 }
 
-void check_privileges(const DaemonOptions& o) {
+// Upstream's rule: gpu-control and cpu-read need root, except gpu-control with a non-empty
+// override file (its commands may be what holds the privilege, sudo rules say).
+void check_privileges(const DaemonOptions& o, const CommandOverrides& overrides) {
   if (!o.require_root || ::geteuid() == 0) {
     return;
   }
-  if (o.api.gpu_control || o.api.cpu_read) {
+  if ((o.api.gpu_control && overrides.empty()) || o.api.cpu_read) {
     throw ConfigError(fmt::format(
         "zeusd runs as uid {}, but the API groups gpu-control and cpu-read need root (setting "
         "GPU limits, reading RAPL); run it as root (see examples/systemd/), or serve only "
@@ -101,7 +122,17 @@ void check_privileges(const DaemonOptions& o) {
 Inventory inspect(const DaemonOptions& options) {
   Inventory inv;
   std::string why;
-  auto gpus = open_gpus(options, &why);
+  CommandOverrides overrides;
+  try {
+    overrides = overrides_of(options);
+    for (const auto& [op, o] : overrides) {
+      inv.lines.push_back(fmt::format("override: {} runs {} command(s)", op, o.commands.size()));
+    }
+  } catch (const ConfigError& e) {
+    inv.ok = false;
+    inv.lines.push_back(fmt::format("will not start: {}", e.what()));
+  }
+  auto gpus = open_gpus(options, overrides, &why);
   if (gpus->count() == 0) {
     inv.lines.push_back(fmt::format("GPUs: none ({})", why));
   }
@@ -130,7 +161,7 @@ Inventory inspect(const DaemonOptions& options) {
   inv.lines.push_back(fmt::format("privileges: euid {}{}", ::geteuid(),
                                   ::geteuid() == 0 ? " (root: may set GPU limits)" : ""));
   try {
-    check_privileges(options);
+    check_privileges(options, overrides);
   } catch (const ConfigError& e) {
     inv.ok = false;
     inv.lines.push_back(fmt::format("will not start: {}", e.what()));
@@ -140,7 +171,8 @@ Inventory inspect(const DaemonOptions& options) {
 }
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
-  check_privileges(options_);
+  const CommandOverrides overrides = overrides_of(options_);
+  check_privileges(options_, overrides);
   if (options_.server.mode == http::ServerOptions::Mode::kTcp && options_.api.gpu_control &&
       !options_.api.signing_key) {
     throw ConfigError(
@@ -149,7 +181,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   }
   check_state_dir(options_.state_dir);
   std::string why;
-  gpus_ = open_gpus(options_, &why);
+  gpus_ = open_gpus(options_, overrides, &why);
   if (gpus_->count() == 0) {
     logger().warn("zeusd: no GPUs ({}); serving CPUs and the clock only", why);
   } else {

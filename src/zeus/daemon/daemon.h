@@ -22,6 +22,8 @@ struct DaemonOptions {
   // when another user may write it (the journal is trusted input: it says what to restore).
   std::filesystem::path state_dir = "/var/lib/zeusd";
   bool require_gpu_process = false;
+  // Zeus 0.16's TOML of commands replacing NVML setters (command_overrides.h); empty: none.
+  std::filesystem::path gpu_command_overrides;
   device::nvml::NvmlLibraryOptions nvml;
   // Powercap root; empty: /zeus_sys/class/powercap when it exists (upstream's container
   // convention), else $ZEUS_RAPL_ROOT or /sys/class/powercap.

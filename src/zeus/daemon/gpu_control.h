@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,25 @@ class GpuControl {
   virtual void reset_gpu_locked_clocks(int gpu) = 0;
   virtual void set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) = 0;
   virtual void reset_mem_locked_clocks(int gpu) = 0;
+  // Both domains (Zeus 0.16's /gpu/reset_locked_clocks): tries both, throws the first error.
+  virtual void reset_locked_clocks(int gpu) {
+    std::exception_ptr first;
+    try {
+      reset_gpu_locked_clocks(gpu);
+    } catch (...) {
+      first = std::current_exception();
+    }
+    try {
+      reset_mem_locked_clocks(gpu);
+    } catch (...) {
+      if (!first) {
+        first = std::current_exception();
+      }
+    }
+    if (first) {
+      std::rethrow_exception(first);
+    }
+  }
 
  protected:
   GpuControl() = default;

@@ -38,25 +38,6 @@ std::string message_of(const std::string& body) {
 
 }  // namespace
 
-std::optional<ZeusdEndpoint> ZeusdEndpoint::from_env() {
-  ZeusdEndpoint e;
-  e.token = get_env(kEnvZeusdToken).value_or("");
-  if (auto sock = get_env(kEnvZeusdSockPath)) {
-    e.socket_path = *sock;
-    return e;
-  }
-  if (auto hp = get_env(kEnvZeusdHostPort)) {
-    e.host_port = *hp;
-    return e;
-  }
-  return std::nullopt;
-}
-
-std::string ZeusdEndpoint::describe() const {
-  return socket_path.empty() ? fmt::format("zeusd at {} (TCP)", host_port)
-                             : fmt::format("zeusd at {}", socket_path);
-}
-
 ZeusdClient::ZeusdClient(ZeusdEndpoint endpoint) : endpoint_(std::move(endpoint)) {
   static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (init != CURLE_OK || (curl_ = curl_easy_init()) == nullptr) {
