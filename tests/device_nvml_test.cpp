@@ -254,7 +254,12 @@ TEST(NvmlGpuSet, MissingOptionalSymbolsFallBack) {
   EXPECT_THAT(
       gpus.library().missing_optional(),
       ElementsAre("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues",
-                  "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"));
+                  "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+                  // zeusd's (the minimal library has none of them either)
+                  "nvmlDeviceGetPersistenceMode", "nvmlDeviceSetPersistenceMode",
+                  "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
+                  "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks",
+                  "nvmlDeviceSetMemoryLockedClocks", "nvmlDeviceResetMemoryLockedClocks"));
   EXPECT_EQ(gpus.count(), 4) << "unversioned nvmlInit/GetCount/GetHandleByIndex must be used";
   EXPECT_FALSE(gpus.has_energy_counter(0));
   EXPECT_EQ(gpus.energy_mj(0), std::nullopt);

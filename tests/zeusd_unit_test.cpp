@@ -141,8 +141,10 @@ TEST(ZeusdLeases, AnotherUidConflictsOnAHeldGpuOnly) {
 
 TEST(ZeusdLeases, TheFirstOriginalComesBackWhenTheLastHolderEnds) {
   LeaseBook book;
-  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
-  book.acquire(user(1000, 11), 0, Setting::kPowerLimit, 200'000);  // already lowered by pid 10
+  EXPECT_TRUE(book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000));
+  EXPECT_FALSE(book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 250'000))
+      << "the same process again: nothing to journal";
+  EXPECT_TRUE(book.acquire(user(1000, 11), 0, Setting::kPowerLimit, 200'000));  // lowered by 10
   EXPECT_TRUE(book.release(Holder{1000, 10, 1010}).empty());
   const auto freed = book.release(Holder{1000, 11, 1011});
   ASSERT_EQ(freed.size(), 1u);

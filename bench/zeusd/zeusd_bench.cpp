@@ -64,7 +64,10 @@ void write_state(const fs::path& path, const nlohmann::json& state) {
 }
 
 fs::path setup_fake_nvml(const fs::path& dir) {
-  nlohmann::json state{{"gpus", nlohmann::json::array()}, {"faults", nlohmann::json::object()}};
+  // No history of sets in the file (the fake would rewrite thousands of entries at every set).
+  nlohmann::json state{{"gpus", nlohmann::json::array()},
+                       {"faults", nlohmann::json::object()},
+                       {"record_history", false}};
   for (int i = 0; i < 4; ++i) {
     state["gpus"].push_back({{"name", "NVIDIA A40"},
                              {"uuid", fmt::format("GPU-bench-{}", i)},

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <thread>
+#include <variant>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
@@ -361,30 +364,46 @@ Response Api::gpu_write(const Request& request, const Caller& caller) {
   return outcome.ok() ? Response::json(200, "") : outcome.response();
 }
 
+namespace {
+
+// The devices a power stream serves: all of them, or the asked ones; unknown ids are upstream's
+// 400 naming them and what exists.
+std::variant<std::vector<int>, Response> stream_ids(const std::optional<std::vector<int>>& ids,
+                                                    int count, std::string_view noun) {
+  std::vector<int> all(static_cast<size_t>(count));
+  std::iota(all.begin(), all.end(), 0);
+  if (!ids) {
+    return all;
+  }
+  std::vector<int> unknown;
+  std::copy_if(ids->begin(), ids->end(), std::back_inserter(unknown),
+               [count](int id) { return id >= count; });
+  if (!unknown.empty()) {
+    return error_json(400, fmt::format("Unknown {} indices: [{}]. Available: [{}]", noun,
+                                       fmt::join(unknown, ", "), fmt::join(all, ", ")));
+  }
+  return *ids;
+}
+
+Response event_stream(std::unique_ptr<http::Stream> stream) {
+  Response r;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  r.stream = std::move(stream);
+  return r;
+}
+
+}  // namespace
+
 Response Api::gpu_read(const Request& request) {
   const std::string& path = request.path;
   if (path == "/gpu/stream_power") {
     const Query q(request, {"gpu_ids"});
-    const auto ids = q.ids("gpu_ids", "GPU");
-    std::vector<int> wanted = read_ids(std::nullopt, gpus_.count(), "GPU");
-    if (ids) {
-      std::vector<int> unknown;
-      for (const int id : *ids) {
-        if (id >= gpus_.count()) {
-          unknown.push_back(id);
-        }
-      }
-      if (!unknown.empty()) {
-        return error_json(400, fmt::format("Unknown GPU indices: [{}]. Available: [{}]",
-                                           fmt::join(unknown, ", "), fmt::join(wanted, ", ")));
-      }
-      wanted = *ids;
+    auto wanted = stream_ids(q.ids("gpu_ids", "GPU"), gpus_.count(), "GPU");
+    if (auto* refused = std::get_if<Response>(&wanted)) {
+      return std::move(*refused);
     }
-    Response r;
-    r.content_type = "text/event-stream";
-    r.headers.emplace_back("Cache-Control", "no-cache");
-    r.stream = streams_.subscribe_gpus(wanted);
-    return r;
+    return event_stream(streams_.subscribe_gpus(std::get<std::vector<int>>(wanted)));
   }
   using Reader = std::function<json(int gpu)>;
   const std::map<std::string, Reader> readers = {
@@ -436,26 +455,11 @@ Response Api::cpu_read(const Request& request) {
   const std::string& path = request.path;
   if (path == "/cpu/stream_power") {
     const Query q(request, {"cpu_ids"});
-    const auto ids = q.ids("cpu_ids", "CPU");
-    std::vector<int> wanted = read_ids(std::nullopt, count, "CPU");
-    if (ids) {
-      std::vector<int> unknown;
-      for (const int id : *ids) {
-        if (id >= count) {
-          unknown.push_back(id);
-        }
-      }
-      if (!unknown.empty()) {
-        return error_json(400, fmt::format("Unknown CPU indices: [{}]. Available: [{}]",
-                                           fmt::join(unknown, ", "), fmt::join(wanted, ", ")));
-      }
-      wanted = *ids;
+    auto wanted = stream_ids(q.ids("cpu_ids", "CPU"), count, "CPU");
+    if (auto* refused = std::get_if<Response>(&wanted)) {
+      return std::move(*refused);
     }
-    Response r;
-    r.content_type = "text/event-stream";
-    r.headers.emplace_back("Cache-Control", "no-cache");
-    r.stream = streams_.subscribe_cpus(wanted);
-    return r;
+    return event_stream(streams_.subscribe_cpus(std::get<std::vector<int>>(wanted)));
   }
   if (path == "/cpu/get_cumulative_energy") {
     const Query q(request, {"cpu_ids", "cpu", "dram"});

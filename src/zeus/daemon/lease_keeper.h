@@ -45,8 +45,9 @@ class LeaseKeeper {
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   // Changes (gpu, setting) for `actor`: refuses a GPU another uid holds (LeaseConflict), records
-  // the lease in the journal (fsynced) before `apply` runs, and takes it back when `apply`
-  // throws (rethrown). `new_value` is for the audit only.
+  // the lease in the journal (fsynced) before `apply` runs, when the book changes (a process's
+  // later changes to a lease it holds need no write), and takes it back when `apply` throws
+  // (rethrown). `new_value` is for the audit only.
   void change(const Actor& actor, int gpu, Setting setting, const std::string& new_value,
               const std::function<void()>& apply);
 
@@ -71,7 +72,8 @@ class LeaseKeeper {
   LeaseBook book_;
   std::atomic<uint64_t> restores_{0};
   std::atomic<bool> stop_{false};
-  UniqueFd wake_fd_;  // an eventfd: the book changed, or stop
+  UniqueFd wake_fd_;   // an eventfd: the book changed, or stop
+  UniqueFd audit_fd_;  // the audit log, O_APPEND; -1 without one
   std::thread watcher_;
 };
 

@@ -46,7 +46,7 @@ std::optional<Holder> LeaseBook::conflict(const Actor& actor, int gpu) const {
   return std::nullopt;
 }
 
-void LeaseBook::acquire(const Actor& actor, int gpu, Setting setting, int64_t original) {
+bool LeaseBook::acquire(const Actor& actor, int gpu, Setting setting, int64_t original) {
   if (actor.admin || !actor.process) {
     throw InternalError("LeaseBook::acquire: only a non-admin process holds leases");
   }
@@ -56,9 +56,11 @@ void LeaseBook::acquire(const Actor& actor, int gpu, Setting setting, int64_t or
     leases_.push_back(Lease{gpu, setting, original, {}});
     it = std::prev(leases_.end());
   }
-  if (std::find(it->holders.begin(), it->holders.end(), *actor.process) == it->holders.end()) {
-    it->holders.push_back(*actor.process);
+  if (std::find(it->holders.begin(), it->holders.end(), *actor.process) != it->holders.end()) {
+    return false;
   }
+  it->holders.push_back(*actor.process);
+  return true;
 }
 
 std::vector<Lease> LeaseBook::end(int gpu, Setting setting) {

@@ -60,8 +60,9 @@ class LeaseBook {
   // may change it. Admins never conflict.
   std::optional<Holder> conflict(const Actor& actor, int gpu) const;
   // Records that `actor` (not an admin, with a process) changed (gpu, setting), whose value was
-  // `original` before; a lease that exists keeps its first original.
-  void acquire(const Actor& actor, int gpu, Setting setting, int64_t original);
+  // `original` before; a lease that exists keeps its first original. Returns whether the book
+  // changed (false: that process already held that lease, as in a job's every later change).
+  bool acquire(const Actor& actor, int gpu, Setting setting, int64_t original);
   // An admin changed (gpu, setting): the leases on it end without a restore. Returns them.
   std::vector<Lease> end(int gpu, Setting setting);
   // `holder` ended: it leaves every lease; the leases left without holders are removed and
