@@ -182,6 +182,28 @@ TEST(Zeusd, AnotherUserIsRefusedAHeldGpuGetsAnotherAndOneUidSharesALease) {
   EXPECT_TRUE(limit_becomes(nvml, 0, 300'000));
 }
 
+// --require-gpu-process: a user may change only a GPU on which NVML lists a process of its uid.
+TEST(Zeusd, RequireGpuProcessLetsAUserChangeOnlyTheGpusItRunsOn) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir, {"--require-gpu-process"});
+  // A "training process" of user A on GPU 0 (it sets nothing itself).
+  auto training = client_as(kUserA, daemon, {"GET", "/time"}, true);
+  nvml.set_gpu_value(0, "processes", {training->pid()});
+  auto user_a = client_as(kUserA, daemon,
+                          {"POST", set_limit(0, 200'000), "POST", set_limit(1, 200'000)}, false);
+  const std::string out = user_a->wait().out;
+  EXPECT_THAT(out, HasSubstr("status=200 body=\nstatus=403"));
+  EXPECT_THAT(out, HasSubstr("--require-gpu-process"));
+  auto user_b = client_as(kUserB, daemon, {"POST", set_limit(2, 200'000)}, false);
+  EXPECT_THAT(user_b->wait().out, HasSubstr("status=403"));
+  EXPECT_EQ(daemon.call("POST", set_limit(3, 250'000)).status, 200) << "root is not bound by it";
+  EXPECT_TRUE(limit_becomes(nvml, 0, 300'000)) << "user A's client ended";
+  EXPECT_EQ(nvml.limit_mw(1), 300'000);
+  EXPECT_EQ(nvml.limit_mw(2), 300'000);
+}
+
 TEST(Zeusd, RootsChangesStayAndEndALease) {
   ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml = strict_nvml();
