@@ -502,6 +502,28 @@ TEST(Zeusd, CommandOverridesReplaceNvmlSetters) {
   EXPECT_THAT(reset.body, HasSubstr("exited with code 1"));
 }
 
+TEST(Zeusd, BadFlagsSayWhatIsWrongAndStartNothing) {
+  SharedDir dir;
+  const std::string sock = (dir / "s.sock").string();
+  const std::string state = (dir / "state").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--mode", "pipe"}, "--mode pipe"},
+      {{"--socket-gid", "no-such-group-zeusd"}, "--socket-gid 'no-such-group-zeusd'"},
+      {{"--socket-permissions", "rw"}, "--socket-permissions 'rw'"},
+      {{"--enable", "gpu-write"}, "unknown API group 'gpu-write'"},
+      {{"--gpu-power-poll-hz", "0"}, "--gpu-power-poll-hz"},
+      {{"--gpu-command-overrides", (dir / "missing.toml").string()}, "missing.toml"},
+  };
+  for (const auto& [flags, why] : cases) {
+    std::vector<std::string> argv{ZEUSD_PATH, "serve", "--socket-path", sock, "--state-dir", state};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ProcessResult r = run_process(argv, seconds(20));
+    EXPECT_EQ(r.exit_code, 2) << flags[0] << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(why)) << flags[0];
+    EXPECT_FALSE(fs::exists(sock)) << flags[0];
+  }
+}
+
 TEST(Zeusd, CheckSaysWhatItFound) {
   ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml = strict_nvml();
