@@ -8,6 +8,7 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
+#include "zeus/device/rapl/rapl_cpu_set.h"
 #include "zeus/device/sim/sim_gpu_set.h"
 #include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
@@ -240,6 +241,26 @@ TEST(EnergyMonitor, CountersAreComparedWithTheTimelineAndFallBackToItWhenLost) {
   EXPECT_THAT(fallback.warnings, ::testing::Contains(HasSubstr("failed at the end")));
   EXPECT_THROW(monitor.end_window("lost", last_sample), DeviceLost)
       << "GPU 2 has no samples to fall back to";
+}
+
+TEST(EnergyMonitor, CpuWindowsMeasurePackagesAndTheirDram) {
+  test::FakeRapl fake;
+  device::rapl::RaplCpuSet cpus({fake.root()});
+  EnergyMonitorOptions options;
+  options.cpus = &cpus;
+  EnergyMonitor monitor(nullptr, options);
+  monitor.begin_window("w");
+  fake.set("intel-rapl:0", 1600);                // +600 µJ on package 0
+  fake.set("intel-rapl:0/intel-rapl:0:1", 450);  // +250 µJ on its DRAM
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.cpu_energy_j.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.cpu_energy_j[0], 600e-6);
+  EXPECT_DOUBLE_EQ(m.cpu_energy_j[1], 0.0);
+  ASSERT_EQ(m.dram_energy_j.size(), 2u);
+  ASSERT_TRUE(m.dram_energy_j[0].has_value());
+  EXPECT_DOUBLE_EQ(*m.dram_energy_j[0], 250e-6);
+  EXPECT_FALSE(m.dram_energy_j[1].has_value()) << "package 1 has no DRAM zone";
+  EXPECT_TRUE(m.gpu_energy_j.empty());
 }
 
 }  // namespace

@@ -13,7 +13,10 @@ void bind_errors(pybind11::module_& m);
 void bind_cluster(pybind11::module_& m);
 // JobOptions, RankDevice, EnergyJob over a Python object that does the collectives.
 void bind_job(pybind11::module_& m);
-// open_gpu_set() and EnergyMonitor: named, nestable energy windows.
+// Gpus (one shared GpuSet), LimitKeeper (an optimizer's guarded, journaled, watched limits),
+// the watchdog's body.
+void bind_device(pybind11::module_& m);
+// EnergyMonitor (named, nestable energy windows over a Gpus and RAPL) and PowerTimeline.
 void bind_monitor(pybind11::module_& m);
 
 }  // namespace zeus::python

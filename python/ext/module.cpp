@@ -10,5 +10,6 @@ PYBIND11_MODULE(_core, m) {
   zeus::python::bind_errors(m);
   zeus::python::bind_cluster(m);
   zeus::python::bind_job(m);
+  zeus::python::bind_device(m);
   zeus::python::bind_monitor(m);
 }

@@ -2,9 +2,12 @@
 
 Zeus's ``ZeusDataLoader`` (with ``distributed="dp"``) and ENOT's distributed helpers
 (``zeus_cpp.distributed``), with the same engine, files and environment as zeus-cpp's C++
-``zeus::DataLoader``: switching from Zeus is one changed import::
+``zeus::DataLoader``; and Zeus 0.16's API at upstream's paths (``zeus_cpp.monitor``,
+``zeus_cpp.optimizer.power_limit``, ``zeus_cpp.device``, ``zeus_cpp.callback``). Switching from
+Zeus is one changed import::
 
     from zeus_cpp import ZeusDataLoader
+    from zeus_cpp.monitor import ZeusMonitor
 """
 
 from __future__ import annotations
@@ -26,9 +29,18 @@ from zeus_cpp._errors import (  # noqa: E402
     ZeusCostThresholdExceededException,
     ZeusError,
 )
-from zeus_cpp._loader import ZeusDataLoader  # noqa: E402
 
 __version__: str = _core.__version__
+
+
+def __getattr__(name: str) -> object:
+    # ZeusDataLoader imports torch: only when asked for, so that what needs no torch (the
+    # monitors, the optimizers' watchdog process) starts fast.
+    if name == "ZeusDataLoader":
+        from zeus_cpp._loader import ZeusDataLoader
+
+        return ZeusDataLoader
+    raise AttributeError(f"module 'zeus_cpp' has no attribute {name!r}")
 
 __all__ = [
     "ConfigError",

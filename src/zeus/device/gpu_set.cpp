@@ -30,4 +30,36 @@ void GpuSet::validate_power_limit_mw(int gpu, int64_t limit_mw) {
   check_limit(gpu, limit_mw, power_limit_constraints_mw(gpu));
 }
 
+namespace {
+[[noreturn]] void unsupported(GpuSet& gpus, int gpu, std::string_view call) {
+  throw NotSupported(fmt::format("{} is not supported on GPU {} ({}) of {}", call, gpu,
+                                 gpus.name(gpu), gpus.locator()));
+}
+}  // namespace
+
+bool GpuSet::persistence_mode(int gpu) {
+  check_index(gpu);
+  unsupported(*this, gpu, "reading the persistence mode");
+}
+void GpuSet::set_persistence_mode(int gpu, bool /*enabled*/) {
+  check_index(gpu);
+  unsupported(*this, gpu, "setting the persistence mode");
+}
+void GpuSet::set_gpu_locked_clocks(int gpu, uint32_t /*min_mhz*/, uint32_t /*max_mhz*/) {
+  check_index(gpu);
+  unsupported(*this, gpu, "locking GPU clocks");
+}
+void GpuSet::reset_gpu_locked_clocks(int gpu) {
+  check_index(gpu);
+  unsupported(*this, gpu, "resetting GPU clocks");
+}
+void GpuSet::set_mem_locked_clocks(int gpu, uint32_t /*min_mhz*/, uint32_t /*max_mhz*/) {
+  check_index(gpu);
+  unsupported(*this, gpu, "locking memory clocks");
+}
+void GpuSet::reset_mem_locked_clocks(int gpu) {
+  check_index(gpu);
+  unsupported(*this, gpu, "resetting memory clocks");
+}
+
 }  // namespace zeus::device

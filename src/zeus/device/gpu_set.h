@@ -50,6 +50,16 @@ class GpuSet {
   // CAP_SYS_ADMIN: PermissionError that says so. Never a silent no-op.
   virtual void set_power_limit_mw(int gpu, int64_t limit_mw) = 0;
 
+  // Settings beyond the power limit (Zeus 0.16's GPU objects offer them; zeus-cpp's own jobs
+  // never need them). The defaults throw NotSupported naming the GPU and the call; NVML
+  // implements them (through zeusd when limits go there). Clocks in MHz.
+  virtual bool persistence_mode(int gpu);
+  virtual void set_persistence_mode(int gpu, bool enabled);
+  virtual void set_gpu_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz);
+  virtual void reset_gpu_locked_clocks(int gpu);
+  virtual void set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz);
+  virtual void reset_mem_locked_clocks(int gpu);
+
   // Throws ConfigError naming the GPU and its range when `limit_mw` is outside the constraints,
   // so a caller can reject a value before it records or journals anything.
   void validate_power_limit_mw(int gpu, int64_t limit_mw);

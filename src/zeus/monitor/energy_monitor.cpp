@@ -86,6 +86,7 @@ void EnergyMonitor::begin_window(std::string_view name) {
   if (options_.cpus != nullptr) {
     for (int cpu = 0; cpu < options_.cpus->count(); ++cpu) {
       window.cpu_energy_uj.push_back(options_.cpus->energy_uj(cpu));
+      window.dram_energy_uj.push_back(options_.cpus->dram_energy_uj(cpu));
     }
   }
   // After the counter reads: the window spans them, so an average never exceeds the truth.
@@ -180,6 +181,13 @@ Measurement EnergyMonitor::end_window(std::string_view name, std::optional<Stead
       m.cpu_energy_j.push_back(energy_j);
       m.cpu_source.push_back(source);
       m.cpu_integral_j.push_back(compare_j);
+      std::optional<double> dram_j;
+      if (window.dram_energy_uj[c]) {
+        const auto now_uj = options_.cpus->dram_energy_uj(cpu);
+        ZEUS_ASSERT(now_uj.has_value(), "CPU package {} lost its DRAM counter", cpu);
+        dram_j = uj_to_j(*now_uj - *window.dram_energy_uj[c]);
+      }
+      m.dram_energy_j.push_back(dram_j);
     }
   }
   if (used_counter && end - window.start < options_.counter_resolution) {

@@ -27,8 +27,10 @@ struct Measurement {
   std::chrono::duration<double> elapsed{0};  // seconds
   std::vector<double> gpu_energy_j;          // per monitored GPU, in EnergyMonitorOptions order
   std::vector<double> cpu_energy_j;          // per CPU package
-  std::vector<EnergySource> gpu_source;      // per monitored GPU
-  std::vector<EnergySource> cpu_source;      // per CPU package
+  // Per CPU package: its DRAM's energy, std::nullopt where the package has no DRAM zone.
+  std::vector<std::optional<double>> dram_energy_j;
+  std::vector<EnergySource> gpu_source;  // per monitored GPU
+  std::vector<EnergySource> cpu_source;  // per CPU package
   // Where the energy came from a counter and the timeline samples that device too: the
   // integral of its samples over the same window, to compare the two (else nullopt).
   std::vector<std::optional<double>> gpu_integral_j;
@@ -75,6 +77,7 @@ class EnergyMonitor {
     SteadyTime start;
     std::vector<std::optional<int64_t>> gpu_energy_mj;  // nullopt: use the timeline
     std::vector<int64_t> cpu_energy_uj;
+    std::vector<std::optional<int64_t>> dram_energy_uj;
   };
 
   // The integral of timeline device `device` (nullopt: not sampled) over [t0, t1].

@@ -214,4 +214,79 @@ void NvmlGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
       "nvmlDeviceSetPowerManagementLimit", where(gpu));
 }
 
+template <typename F>
+F NvmlGpuSet::need(F fn, const char* function, int gpu) const {
+  gpu_at(gpu);  // the index is checked before where() names it
+  if (fn == nullptr) {
+    throw NotSupported(fmt::format("{} on {}: this NVML library lacks it (the driver is too old)",
+                                   function, where(gpu)));
+  }
+  return fn;
+}
+
+bool NvmlGpuSet::persistence_mode(int gpu) {
+  nvmlEnableState_t mode = 0;
+  auto fn = need(lib_->api().device_get_persistence_mode, "nvmlDeviceGetPersistenceMode", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle, &mode), "nvmlDeviceGetPersistenceMode", where(gpu));
+  return mode != 0;
+}
+
+void NvmlGpuSet::set_persistence_mode(int gpu, bool enabled) {
+  if (zeusd_) {
+    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_persistence_mode",
+                        enabled ? "enabled=true" : "enabled=false",
+                        enabled ? "persistence mode on" : "persistence mode off");
+    return;
+  }
+  auto fn = need(lib_->api().device_set_persistence_mode, "nvmlDeviceSetPersistenceMode", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle, enabled ? 1 : 0), "nvmlDeviceSetPersistenceMode",
+             where(gpu));
+}
+
+void NvmlGpuSet::set_gpu_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
+  if (zeusd_) {
+    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_gpu_locked_clocks",
+                        fmt::format("min_clock_mhz={}&max_clock_mhz={}", min_mhz, max_mhz),
+                        fmt::format("GPU clocks {}-{} MHz", min_mhz, max_mhz));
+    return;
+  }
+  auto fn = need(lib_->api().device_set_gpu_locked_clocks, "nvmlDeviceSetGpuLockedClocks", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle, min_mhz, max_mhz), "nvmlDeviceSetGpuLockedClocks",
+             where(gpu));
+}
+
+void NvmlGpuSet::reset_gpu_locked_clocks(int gpu) {
+  if (zeusd_) {
+    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "reset_gpu_locked_clocks", "",
+                        "resetting GPU clocks");
+    return;
+  }
+  auto fn = need(lib_->api().device_reset_gpu_locked_clocks, "nvmlDeviceResetGpuLockedClocks", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle), "nvmlDeviceResetGpuLockedClocks", where(gpu));
+}
+
+void NvmlGpuSet::set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
+  if (zeusd_) {
+    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_mem_locked_clocks",
+                        fmt::format("min_clock_mhz={}&max_clock_mhz={}", min_mhz, max_mhz),
+                        fmt::format("memory clocks {}-{} MHz", min_mhz, max_mhz));
+    return;
+  }
+  auto fn =
+      need(lib_->api().device_set_memory_locked_clocks, "nvmlDeviceSetMemoryLockedClocks", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle, min_mhz, max_mhz), "nvmlDeviceSetMemoryLockedClocks",
+             where(gpu));
+}
+
+void NvmlGpuSet::reset_mem_locked_clocks(int gpu) {
+  if (zeusd_) {
+    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "reset_mem_locked_clocks", "",
+                        "resetting memory clocks");
+    return;
+  }
+  auto fn =
+      need(lib_->api().device_reset_memory_locked_clocks, "nvmlDeviceResetMemoryLockedClocks", gpu);
+  check_nvml(*lib_, fn(gpu_at(gpu).handle), "nvmlDeviceResetMemoryLockedClocks", where(gpu));
+}
+
 }  // namespace zeus::device::nvml

@@ -46,6 +46,12 @@ class NvmlGpuSet final : public GpuSet {
   PowerLimitRange power_limit_constraints_mw(int gpu) override;
   int64_t default_power_limit_mw(int gpu) override;
   void set_power_limit_mw(int gpu, int64_t limit_mw) override;
+  bool persistence_mode(int gpu) override;
+  void set_persistence_mode(int gpu, bool enabled) override;
+  void set_gpu_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) override;
+  void reset_gpu_locked_clocks(int gpu) override;
+  void set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) override;
+  void reset_mem_locked_clocks(int gpu) override;
 
   const NvmlLibrary& library() const { return *lib_; }
   // Every GPU of the machine in NVML order, whatever this set shows.
@@ -70,6 +76,9 @@ class NvmlGpuSet final : public GpuSet {
   };
   const Gpu& gpu_at(int gpu) const;
   std::string where(int gpu) const;
+  // The optional NVML entry point, or NotSupported naming it and the GPU.
+  template <typename F>
+  F need(F fn, const char* function, int gpu) const;
 
   std::unique_ptr<NvmlLibrary> lib_;
   std::unique_ptr<zeusd::ZeusdClient> zeusd_;

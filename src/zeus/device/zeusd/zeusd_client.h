@@ -43,6 +43,11 @@ class ZeusdClient {
   // status means (403 PermissionError, 409 PermissionError naming the holder, 400 ConfigError,
   // 401 PermissionError about the token, otherwise DeviceError), with the daemon's message.
   void set_power_limit_mw(int nvml_index, int64_t limit_mw);
+  // Any other GPU write of Zeus 0.16's API (`route` such as "set_persistence_mode", `params`
+  // its extra query parameters, "enabled=true"), blocking, with the same errors; `what` names
+  // the change for messages ("persistence mode on").
+  void gpu_command(int nvml_index, std::string_view route, std::string_view params,
+                   std::string_view what);
 
   const ZeusdEndpoint& endpoint() const { return endpoint_; }
 

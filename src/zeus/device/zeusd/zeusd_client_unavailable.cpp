@@ -26,4 +26,8 @@ void ZeusdClient::set_power_limit_mw(int, int64_t) {
   throw InternalError("ZeusdClient::set_power_limit_mw in a build without libcurl");
 }
 
+void ZeusdClient::gpu_command(int, std::string_view, std::string_view, std::string_view) {
+  throw InternalError("ZeusdClient::gpu_command in a build without libcurl");
+}
+
 }  // namespace zeus::device::zeusd

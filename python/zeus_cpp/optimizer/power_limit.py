@@ -1,0 +1,350 @@
+"""Zeus 0.16's ``GlobalPowerLimitOptimizer``: profiles each power limit for a few training steps
+(just in time, in the first epoch), then keeps the one its selector chooses, over zeus-cpp's
+engine. Upstream's constructor, defaults, state machine (``Ready`` -> ``Warmup`` ->
+``Profiling`` -> ... -> ``Done``; an epoch end mid-profile starts that limit over), selectors and
+profile file; and where upstream is fragile:
+
+- Limits come back however the process ends: return and exceptions (``close()``, ``atexit``),
+  signals (the C++ guard), and SIGKILL or a crash (a watchdog process started before the first
+  change restores the journal; with ``ZEUSD_SOCK_PATH`` the daemon's lease does). They come back
+  to what they were before, not to the maximum.
+- ``ZEUS_MEASURE_ONLY=true``: no limit and no persistence mode is ever set, nothing profiled.
+- Persistence mode is set only on GPUs where it is off.
+- ``warmup_steps=0`` profiles right after the limit is set.
+- On simulated GPUs with a virtual clock (``ZEUS_DEVICE=sim:<gpu>:<workload>:<bs>``) each step
+  the optimizer sees runs one iteration of the trace at the current limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from zeus_cpp import _core
+from zeus_cpp.callback import Callback
+from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp.optimizer._frameworks import (
+    HFGlobalPowerLimitOptimizer,
+    LightningGlobalPowerLimitOptimizer,
+)
+from zeus_cpp.optimizer._selectors import (
+    Energy,
+    MaxSlowdownConstraint,
+    OptimumSelector,
+    PowerLimitMeasurement,
+    Time,
+    ZeusCost,
+    load_profile,
+    save_profile,
+)
+
+__all__ = [
+    "Done",
+    "Energy",
+    "GlobalPowerLimitOptimizer",
+    "HFGlobalPowerLimitOptimizer",
+    "LightningGlobalPowerLimitOptimizer",
+    "MaxSlowdownConstraint",
+    "OptimumSelector",
+    "PowerLimitMeasurement",
+    "Profiling",
+    "Ready",
+    "Time",
+    "Warmup",
+    "ZeusCost",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Ready:
+    """Waiting ``steps`` more step beginnings before setting ``next_power_limit`` (mW)."""
+
+    next_power_limit: int
+    steps: int
+
+
+@dataclass
+class Warmup:
+    """At ``current_power_limit`` (mW), ``steps`` more step beginnings before profiling."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Profiling:
+    """Measuring ``current_power_limit`` (mW) for ``steps`` more step beginnings."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Done:
+    """At ``optimal_power_limit`` (mW) for good."""
+
+    optimal_power_limit: int
+
+
+def measure_only() -> bool:
+    """``ZEUS_MEASURE_ONLY``, as the loaders read it."""
+    value = os.environ.get("ZEUS_MEASURE_ONLY", "false").strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise _core.ConfigError(f"ZEUS_MEASURE_ONLY='{value}': expected true or false")
+
+
+def _journal_dir() -> Path:
+    explicit = os.environ.get("ZEUS_JOURNAL_DIR")
+    if explicit:
+        return Path(explicit)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "zeus-cpp" if runtime else Path(f"/tmp/zeus-cpp-{os.getuid()}")
+
+
+def _all_reduce(values: list[float], op: str) -> list[float]:
+    """Elementwise over every rank (``sum`` or ``max``), as upstream; as is without a group."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if dist.get_backend() == "nccl" else torch.device("cpu"))
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return tensor.cpu().tolist()
+
+
+class GlobalPowerLimitOptimizer(Callback):
+    """Finds and applies the optimal power limit of the monitor's GPUs.
+
+    ``monitor``: its ``gpu_indices`` are the GPUs changed, its windows measure the profile.
+    ``optimum_selector``: default ``ZeusCost(0.5, world_size=len(monitor.gpu_indices))``.
+    ``wait_steps``: steps before anything happens. ``warmup_steps``, ``profile_steps``: steps per
+    limit. ``pl_step``: W between profiled limits, from the maximum down. ``profile_path``: an
+    existing file skips profiling; otherwise the profile is written there when done.
+    """
+
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        if wait_steps < 0:
+            raise ValueError(f"wait_steps must be non-negative, got {wait_steps}")
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be non-negative, got {warmup_steps}")
+        if profile_steps <= 0:
+            raise ValueError(f"profile_steps must be positive, got {profile_steps}")
+        if pl_step <= 0:
+            raise ValueError(f"pl_step must be positive, got {pl_step}")
+        self.monitor = monitor
+        self.optimum_selector = optimum_selector or ZeusCost(
+            eta_knob=0.5, world_size=len(monitor.gpu_indices))
+        self.wait_steps = wait_steps
+        self.warmup_steps = warmup_steps
+        self.profile_steps = profile_steps
+        self.pl_step = pl_step * 1000
+        self.profile_path = Path(profile_path) if profile_path is not None else None
+        self.measure_only = measure_only()
+        self._gpus = monitor.gpus
+        self._stepping = False  # a step began and has not been run on a simulated clock yet
+
+        ranges = {g: self._gpus.get_power_management_limit_constraints(g)
+                  for g in monitor.gpu_indices}
+        if len(set(ranges.values())) > 1:
+            raise ValueError(f"power limit ranges differ across the GPUs (mW): {ranges}")
+        low, high = next(iter(ranges.values()))
+        self.power_limits: list[int] = list(range(high, low - 1, -self.pl_step))
+        self.measurements: list[PowerLimitMeasurement] = []
+        self.current_power_limit = 0
+        self.state: Ready | Warmup | Profiling | Done
+        self._keeper = None
+
+        if self.measure_only:
+            current = self._gpus.get_power_management_limit(monitor.gpu_indices[0])
+            logger.info("ZEUS_MEASURE_ONLY=true: no power limit is set (the GPUs stay at %d W) "
+                        "and nothing is profiled", current // 1000)
+            self.current_power_limit = current
+            self.state = Done(optimal_power_limit=current)
+            return
+
+        self._enable_persistence()
+        self._keeper = self._make_keeper()
+        # Runs when the optimizer is collected, or at exit (weakref.finalize's atexit).
+        self._finalizer = weakref.finalize(self, _close_keeper, self._keeper)
+
+        if self.profile_path is not None and self.profile_path.exists():
+            self.measurements = load_profile(self.profile_path)
+            optimal = self._compute_optimal_power_limit()
+            logger.info("Loaded the profile %s: optimal power limit %d W", self.profile_path,
+                        optimal // 1000)
+            self.state = Done(optimal_power_limit=optimal)
+            self._set_power_limit(optimal)
+        else:
+            logger.info("JIT profiling of %d power limits after %d step(s)%s",
+                        len(self.power_limits), wait_steps,
+                        f"; profile to {self.profile_path}" if self.profile_path else "")
+            self.state = Ready(next_power_limit=self.power_limits[0], steps=wait_steps + 1)
+            self._set_power_limit(max(self.power_limits))
+
+    # Setup ------------------------------------------------------------------------------
+
+    def _enable_persistence(self) -> None:
+        for g in self.monitor.gpu_indices:
+            try:
+                if self._gpus.get_persistence_mode(g):
+                    continue
+            except _core.DeviceError as e:
+                if isinstance(e, _core.DevicePermissionError):
+                    raise
+                logger.debug("GPU %d: persistence mode not readable (%s); left alone", g, e)
+                continue
+            self._gpus.set_persistence_mode(g, True)
+
+    def _make_keeper(self) -> _core.LimitKeeper:
+        locator = self._gpus.locator
+        in_memory_sim = locator.startswith("sim:") and "@" not in locator
+        journal = ""
+        watchdog = None
+        if not in_memory_sim:
+            directory = _journal_dir()
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._settle_stale_journals(directory)
+            journal = str(directory / f"gplo-{socket.gethostname()}-{os.getpid()}.journal")
+            zeusd = self._gpus._gpus.through_zeusd
+            if zeusd:
+                logger.info("power limits are set through %s, whose lease restores them when "
+                            "this process ends", zeusd)
+            else:
+                import sys
+
+                watchdog = [sys.executable, "-m", "zeus_cpp._watchdog", str(os.getpid()),
+                            journal]
+        return _core.LimitKeeper(self._gpus._gpus, journal, watchdog)
+
+    @staticmethod
+    def _settle_stale_journals(directory: Path) -> None:
+        for path in sorted(directory.glob("gplo-*.journal")):
+            try:
+                done = _core.settle_stale_journal(str(path))
+                if done:
+                    logger.warning("%s", done)
+            except _core.ConfigError:
+                pass  # its owner still runs: that job's to restore
+
+    # Hooks ------------------------------------------------------------------------------
+
+    def on_epoch_end(self) -> None:
+        """An epoch ended: a limit being warmed up or profiled starts over in the next one, at
+        the maximum limit meanwhile (as upstream)."""
+        self._run_pending_step()
+        if isinstance(self.state, (Ready, Done)):
+            return
+        if isinstance(self.state, Profiling):
+            self.monitor.end_window(self._window(self.state.current_power_limit), cancel=True)
+        logger.info("Epoch ended while profiling %d W; it starts over in the next epoch",
+                    self.state.current_power_limit // 1000)
+        self.state = Ready(next_power_limit=self.state.current_power_limit, steps=1)
+        self._set_power_limit(max(self.power_limits))
+
+    def on_step_begin(self) -> None:
+        """A training step begins."""
+        if self._gpus._gpus.virtual_clock:
+            self._run_pending_step()
+            self._stepping = True
+        state = self.state
+        if isinstance(state, Done):
+            return
+        state.steps -= 1
+        if state.steps > 0:
+            return
+        if isinstance(state, Ready):
+            self._set_power_limit(state.next_power_limit)
+            self._start_warmup(state.next_power_limit)
+        elif isinstance(state, Warmup):
+            self._start_profiling(state.current_power_limit)
+        else:
+            self._finish_profiling(state.current_power_limit)
+
+    # The state machine ------------------------------------------------------------------
+
+    def _start_warmup(self, limit_mw: int) -> None:
+        if self.warmup_steps == 0:
+            self._start_profiling(limit_mw)
+        else:
+            self.state = Warmup(current_power_limit=limit_mw, steps=self.warmup_steps)
+
+    def _start_profiling(self, limit_mw: int) -> None:
+        self.state = Profiling(current_power_limit=limit_mw, steps=self.profile_steps)
+        self.monitor.begin_window(self._window(limit_mw))
+
+    def _finish_profiling(self, limit_mw: int) -> None:
+        m = self.monitor.end_window(self._window(limit_mw))
+        energy = sum(_all_reduce([m.gpu_energy[g] for g in self.monitor.gpu_indices], "sum"))
+        elapsed = max(_all_reduce([m.time], "max"))
+        self.measurements.append(PowerLimitMeasurement(limit_mw // 1000, energy, elapsed))
+        logger.info("Profiled %d W: %.2f J in %.3f s", limit_mw // 1000, energy, elapsed)
+        nxt = self.power_limits.index(limit_mw) + 1
+        if nxt < len(self.power_limits):
+            self._set_power_limit(self.power_limits[nxt])
+            self._start_warmup(self.power_limits[nxt])
+            return
+        optimal = self._compute_optimal_power_limit()
+        self.state = Done(optimal_power_limit=optimal)
+        self._set_power_limit(optimal)
+        if self.profile_path is not None:
+            save_profile(self.profile_path, self.measurements)
+            logger.info("Profile written to %s", self.profile_path)
+
+    def _compute_optimal_power_limit(self) -> int:
+        optimal = self.optimum_selector.select(self.measurements) * 1000
+        logger.info("Optimal power limit: %d W (%s)", optimal // 1000,
+                    type(self.optimum_selector).__name__)
+        return optimal
+
+    def _set_power_limit(self, power_limit_mw: int) -> None:
+        if self.measure_only or self.current_power_limit == power_limit_mw:
+            return
+        for g in self.monitor.gpu_indices:
+            self._keeper.set_power_limit_mw(g, power_limit_mw)
+        self.current_power_limit = power_limit_mw
+
+    def _run_pending_step(self) -> None:
+        if self._stepping:
+            self._gpus._gpus.run_steps(1)
+            self._stepping = False
+
+    @staticmethod
+    def _window(limit_mw: int) -> str:
+        return f"__GlobalPowerLimitOptimizer_{limit_mw // 1000}"
+
+    # zeus-cpp's ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Puts the limits back as they were before this optimizer (also at exit)."""
+        if self._keeper is not None:
+            self._finalizer()
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        """The process that restores the limits if this one dies, or None."""
+        return self._keeper.watchdog_pid if self._keeper is not None else None
+
+
+def _close_keeper(keeper: _core.LimitKeeper) -> None:
+    keeper.close()
