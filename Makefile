@@ -36,15 +36,17 @@ TORCH_PYTHON ?=
 torch-wheel:
 	scripts/install-torch.sh $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON))
 
-# The Python suite runs too, with the same wheel as make test's, under this PyTorch (2.x).
+# The Python suite runs too, with the same wheel as make test's, under this PyTorch (2.x), with
+# the training frameworks (transformers, Lightning; pinned) its callback tests drive.
 TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
 test-cuda: deps torch-wheel
 	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
 	cmake --build --preset cuda
 	ctest --preset cuda
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
-	PYTHONPATH=$(CURDIR)/build/python-cuda ZEUS_BUILD_DIR=build/cuda $(TORCH_PY) -m pytest $(PYTEST_FLAGS) \
-	  python/tests
+	scripts/install-frameworks.sh --python $(TORCH_PY) --target build/python-frameworks
+	PYTHONPATH=$(CURDIR)/build/python-cuda:$(CURDIR)/build/python-frameworks ZEUS_BUILD_DIR=build/cuda \
+	  $(TORCH_PY) -m pytest $(PYTEST_FLAGS) python/tests
 
 # The GPU check (scripts/gpu-check.sh, docs/gpu.md) on this machine: its unit tests, then the
 # check itself in --cpu-only mode three times against the GPU machine's torch (.venv-gpu-check):

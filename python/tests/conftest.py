@@ -4,10 +4,13 @@ both; ZEUS_BUILD_DIR names another build), and helpers that run jobs in child pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,29 @@ def zeusd_binary() -> Path:
     if not path.exists():
         pytest.skip(f"zeusd not built at {path} (cmake --build --preset ci, or set ZEUSD)")
     return path
+
+
+@contextlib.contextmanager
+def running_zeusd(directory: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """zeus-cpp's zeusd serving gpu-control on a socket under `directory` (root only: skips
+    otherwise); yields the daemon and its socket, and stops it."""
+    if os.geteuid() != 0:
+        pytest.skip("zeusd needs root to serve gpu-control (CI runs the suite as root)")
+    sock = directory / "zeusd" / "zeusd.sock"
+    daemon = subprocess.Popen([str(zeusd_binary()), "serve", "--socket-path", str(sock),
+                               "--state-dir", str(directory / "zeusd-state")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 15
+        while not sock.exists() and daemon.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not sock.exists():
+            daemon.kill()
+            pytest.fail(f"zeusd did not start: {daemon.communicate()[0]}")
+        yield daemon, sock
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
 
 
 def fake_nvml_library() -> Path:

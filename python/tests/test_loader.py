@@ -4,8 +4,6 @@ spec. Simulated GPUs run in this process; jobs on the fake NVML run in a child."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler, SequentialSampler, TensorDataset
 
 import zeus_cpp
-from conftest import WORKER, FakeNvml, explain, python, records, run, zeus_cli, zeusd_binary
+from conftest import WORKER, FakeNvml, explain, python, records, run, running_zeusd, zeus_cli
 from zeus_cpp import ZeusCostThresholdExceededException, ZeusDataLoader
 
 ZEUS_KEYS = {"energy", "time", "cost", "num_epochs", "reached"}
@@ -169,20 +167,8 @@ def test_with_zeusd_sock_path_limits_are_set_by_the_daemon(job_env: Path, tmp_pa
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # A fake NVML that, like the driver, lets only root set; the job's limits must all be set by
     # zeusd's process (the fake records who set each), and end where they were.
-    if os.geteuid() != 0:
-        pytest.skip("zeusd needs root to serve gpu-control (CI runs the suite as root)")
     nvml = FakeNvml(job_env.parent, 2, monkeypatch, permissive=False)
-    sock = tmp_path / "zeusd" / "zeusd.sock"
-    daemon = subprocess.Popen([str(zeusd_binary()), "serve", "--socket-path", str(sock),
-                               "--state-dir", str(tmp_path / "zeusd-state")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 15
-        while not sock.exists() and daemon.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not sock.exists():
-            daemon.kill()
-            pytest.fail(f"zeusd did not start: {daemon.communicate()[0]}")
+    with running_zeusd(tmp_path) as (daemon, sock):
         monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
         out = job_env.parent / "out"
         proc = run([python(), WORKER, "--out", out, "--epochs", "2"])
@@ -195,9 +181,6 @@ def test_with_zeusd_sock_path_limits_are_set_by_the_daemon(job_env: Path, tmp_pa
         while nvml.limits_w() != [280, 280] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert nvml.limits_w() == [280, 280]
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
 
 
 # ---- bad inputs ------------------------------------------------------------------------------

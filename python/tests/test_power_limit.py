@@ -255,4 +255,27 @@ def test_the_hf_callback_imports_without_transformers_and_says_what_it_needs(sim
         with pytest.raises(ImportError, match="transformers"):
             HFGlobalPowerLimitOptimizer(ZeusMonitor())
     else:
-        pytest.skip("transformers is installed here (tests/frameworks covers it)")
+        pytest.skip("transformers is installed here (test_frameworks.py drives it)")
+
+
+# Upstream's scripts, with only the imports changed ---------------------------------------------
+
+def test_a_script_written_for_upstream_runs_with_only_its_imports_renamed(sim: Path,
+                                                                          tmp_path: Path) -> None:
+    import re
+
+    from conftest import explain, python, run
+
+    source = (Path(__file__).parent / "upstream" / "readme_example.py").read_text()
+    renamed, count = re.subn(r"^from zeus\.", "from zeus_cpp.", source, flags=re.M)
+    assert count == 4 and "zeus_cpp" not in source
+    script = tmp_path / "example.py"
+    script.write_text(renamed)
+    proc = run([python(), script])
+    assert proc.returncode == 0, explain(proc)
+    r = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert r["steps"] == 80 and r["state"] == "Done"
+    assert len(r["profiled_w"]) >= 3
+    assert r["limit_mw"] // 1000 in r["profiled_w"]
+    # The second epoch runs at the chosen limit, on the simulated clock.
+    assert all(e["time"] > 0 and e["energy"] > 0 for e in r["epochs"])

@@ -260,3 +260,75 @@ out(cpu=a.cpu_energy, dram=a.dram_energy, cpu0=b.cpu_energy, dram0=b.dram_energy
     assert r["dram"] == {"0": pytest.approx(0.5)}  # package 1 has no DRAM zone
     assert r["cpu0"] == {"0": pytest.approx(2.5)} and r["dram0"] == {"0": pytest.approx(0.5)}
     assert "cpu_indices [5]" in r["bad"]
+
+
+RANK = PRELUDE + r"""
+import torch.distributed as dist
+from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp.optimizer.power_limit import GlobalPowerLimitOptimizer, Done
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+plo = GlobalPowerLimitOptimizer(ZeusMonitor(gpu_indices=[rank], cpu_indices=[]), wait_steps=0,
+                                warmup_steps=1, profile_steps=3, pl_step=100)
+# Alone, rank 0 would avoid 300 W and rank 1 would avoid 100 W; together (time: the slowest
+# rank's) only 200 W is fast for both.
+slow = {0: 300_000, 1: 100_000}[rank]
+for _ in range(40):
+    plo.on_step_begin()
+    time.sleep(0.08 if plo.current_power_limit == slow else 0.01)
+dist.barrier()
+from zeus_cpp.device import get_gpus
+g = get_gpus()
+out(rank=rank, done=isinstance(plo.state, Done), optimal=plo.state.optimal_power_limit,
+    limits=[g.get_power_management_limit(i) for i in range(len(g))],
+    profile=[[m.power_limit, m.energy, m.time] for m in plo.measurements])
+dist.barrier()
+"""
+
+
+def test_two_ranks_over_gloo_agree_on_one_limit(fake_nvml, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), LOCAL_RANK=str(rank))
+        procs.append(subprocess.Popen([python(), str(script)], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        results.append(result(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
+    a, b = results
+    assert a["done"] and b["done"]
+    assert a["optimal"] == b["optimal"] == 200_000
+    assert a["profile"] == b["profile"]  # energy summed, time the max: one profile
+    assert a["limits"] == b["limits"] == [200_000, 200_000]  # both GPUs at it
+    assert fake_nvml.limits_w() == [280, 280]  # and back when the ranks ended
+
+
+def test_with_zeusd_the_daemon_sets_the_limits_and_no_watchdog_starts(
+        job_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import FakeNvml, running_zeusd
+
+    # A fake that, like the driver, lets only root set: every setting is the daemon's.
+    nvml = FakeNvml(job_env.parent, 2, monkeypatch, permissive=False)
+    with running_zeusd(tmp_path) as (daemon, sock):
+        monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
+        r = run_script(tmp_path, OPTIMIZER + r"""
+for _ in range(10):
+    plo.on_step_begin()
+out(done=isinstance(plo.state, Done), watchdog=plo.watchdog_pid)
+plo.close()
+""")
+        assert r == {"done": True, "watchdog": None}  # the daemon's lease is the mechanism
+        state = nvml.state()
+        assert {s["pid"] for s in state["limit_history"]} == {daemon.pid}
+        assert {(h["setting"], h["pid"]) for h in state.get("settings_history", [])} == {
+            ("persistence_mode", daemon.pid)}
+        assert nvml.limits_w() == [280, 280]

@@ -256,6 +256,25 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
   });
 }
 
+#ifndef FAKE_NVML_MINIMAL
+// What pynvml (upstream Zeus's NVML binding) calls where zeus-cpp calls nvmlInit_v2, so that
+// upstream runs on this fake too (bench/python_optimizer).
+FAKE_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) {
+  return nvmlInit_v2();
+}
+
+// NVML_DEVICE_ARCH_AMPERE (7): the fake GPUs are A40s. Upstream reads it to choose how to read
+// power.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) {
+  unsigned int ignored = 0;
+  const nvmlReturn_t rc = get_field(device, "power_mw", &ignored);  // validates the handle
+  if (rc == NVML_SUCCESS) {
+    *arch = 7;
+  }
+  return rc;
+}
+#endif
+
 FAKE_EXPORT nvmlReturn_t nvmlShutdown() {
   std::lock_guard lock(fake().mu);
   if (!fake().initialized) {

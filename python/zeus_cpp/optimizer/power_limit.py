@@ -224,6 +224,12 @@ class GlobalPowerLimitOptimizer(Callback):
         if not in_memory_sim:
             directory = _journal_dir()
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if directory.stat().st_uid != os.getuid():
+                # /tmp is shared: a directory another user made could be swapped under us.
+                raise _core.ConfigError(
+                    f"the power-limit journal directory {directory} belongs to uid "
+                    f"{directory.stat().st_uid}, not this user ({os.getuid()}); remove it, or "
+                    "set XDG_RUNTIME_DIR or ZEUS_JOURNAL_DIR to a directory of yours")
             self._settle_stale_journals(directory)
             journal = str(directory / f"gplo-{socket.gethostname()}-{os.getpid()}.journal")
             zeusd = self._gpus._gpus.through_zeusd
