@@ -343,7 +343,12 @@ TEST(DataLoaderEndToEnd, MeasureOnlySetsNoLimitAndMeasuresEveryEpoch) {
     EXPECT_EQ(e.power_limit_mw, 250'000);
     ASSERT_GT(e.train_time_s, 0);
     // The fake's counters grow at 150 W per GPU: the window's energy is 2 x 150 W x its time.
-    EXPECT_NEAR(e.train_energy_j / e.train_time_s, 300.0, 30.0) << e.train_energy_j;
+    // The window is ~0.1 s and its clock and counters are read at slightly different moments
+    // (a loaded CI machine has shown 10 ms), so allow 20 ms of skew at 300 W on top of 10%:
+    // one GPU's energy alone (half) still fails.
+    const double expected_j = 300.0 * e.train_time_s;
+    EXPECT_NEAR(e.train_energy_j, expected_j, 0.1 * expected_j + 300.0 * 0.020)
+        << e.train_energy_j << " J in " << e.train_time_s << " s";
     EXPECT_GT(e.eval_energy_j, 0);
   }
   EXPECT_TRUE(fs::exists(log / "bs8+e1+gpu1.power.log"));
