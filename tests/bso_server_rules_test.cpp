@@ -111,7 +111,7 @@ TEST(BsoServerRules, ACostBeyondBetaTimesTheMinimumStopsUnconverged) {
   const ReportDecision d = decide_report(job, {1, 16, 10.0, 1000.0, 0.9, 1});
   EXPECT_TRUE(d.stop_train);
   EXPECT_FALSE(d.converged) << "reached, but too expensive";
-  EXPECT_THAT(d.message, HasSubstr("Early stopped"));
+  EXPECT_THAT(d.message, HasSubstr("exceeded the cost upper bound"));
   EXPECT_FALSE(d.new_min_cost);
   job.params.beta_knob = std::nullopt;  // early stop disabled
   EXPECT_TRUE(decide_report(job, {1, 16, 10.0, 1000.0, 0.9, 1}).converged);

@@ -107,6 +107,28 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                         "Restore even when the journal's writer still runs, or wrote it on "
                         "another host or before the last reboot");
 
+  BsoServerCommandOptions bso;
+  CLI::App* bso_cmd = app.add_subcommand(
+      "bso-server",
+      "The batch-size optimizer as a service: Zeus 0.16's REST API (its client works unchanged) "
+      "on SQLite or PostgreSQL");
+  bso_cmd->add_option("--host", bso.host, "Address to listen on (IPv4)")->capture_default_str();
+  bso_cmd->add_option("--port", bso.port, "TCP port (0: a free one, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  bso_cmd->add_option("--database", bso.database,
+                      "sqlite:///FILE or postgresql://USER@HOST:PORT/DB (upstream's +driver forms "
+                      "too); default $ZEUS_BSO_DATABASE_URL, else sqlite:///zeus_bso.db");
+  add_duration(bso_cmd, "--trial-timeout", bso.trial_timeout,
+               "Fail a trial handed out this long ago without a result, so a job whose client "
+               "died does not wait for it (0: never, as upstream; default 24h)");
+  bso_cmd->add_option("--max-body", bso.max_body_bytes, "Largest request body in bytes")
+      ->capture_default_str();
+  bso_cmd->add_option("--max-connections", bso.max_connections, "Connections at once")
+      ->capture_default_str();
+  add_duration(bso_cmd, "--idle-timeout", bso.idle_timeout,
+               "Close a connection silent this long (default 60s)");
+
   launch::LaunchOptions run;
   CLI::App* run_cmd = app.add_subcommand(
       "run",
@@ -229,6 +251,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (report_cmd->parsed()) {
       return run_report(report, out, err);
+    }
+    if (bso_cmd->parsed()) {
+      return run_bso_server(bso, out, err);
     }
     if (run_cmd->parsed()) {
       run.command = run_command ? *run_command : run_cmd->remaining();

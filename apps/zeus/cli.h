@@ -62,6 +62,17 @@ struct RestoreLimitsCommandOptions {
   bool force = false;  // also a journal whose owner runs, or from another host or boot
 };
 
+struct BsoServerCommandOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string database;  // "": ZEUS_BSO_DATABASE_URL, else sqlite:///zeus_bso.db
+  // A trial handed out this long ago without a result is failed (0: never, as upstream).
+  std::chrono::nanoseconds trial_timeout = std::chrono::hours(24);
+  size_t max_body_bytes = 64 * 1024;
+  unsigned max_connections = 512;
+  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
+};
+
 // zeus run's flags on `cmd`, parsed into `run` (run_flags.cpp).
 void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run);
 // Where the `--` that ends zeus run's options stands in `args` (the words after "run"), if it
@@ -76,6 +87,8 @@ int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostrea
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
+// Serves until SIGINT or SIGTERM; kExitUsage when the database or address cannot be used.
+int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_restore_limits(const RestoreLimitsCommandOptions& options, std::ostream& out,
                        std::ostream& err);
 

@@ -77,6 +77,7 @@ namespace {
 
 // What one request carries between the library's calls of the access handler.
 struct RequestState {
+  std::string body;  // up to max_body_bytes
   size_t body_bytes = 0;
   bool body_too_large = false;
 };
@@ -273,9 +274,8 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
 
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
-                               const char* method, const char* /*version*/,
-                               const char* /*upload_data*/, size_t* upload_data_size,
-                               void** request_cls) {
+                               const char* method, const char* /*version*/, const char* upload_data,
+                               size_t* upload_data_size, void** request_cls) {
     auto* self = static_cast<Impl*>(cls);
     auto* state = static_cast<RequestState*>(*request_cls);
     if (state == nullptr) {
@@ -294,10 +294,13 @@ struct Server::Impl {
     }
     if (*upload_data_size != 0) {
       state->body_bytes += *upload_data_size;
-      *upload_data_size = 0;
-      if (state->body_bytes > self->options.max_body_bytes && !state->body_too_large) {
+      if (state->body_bytes > self->options.max_body_bytes) {
         state->body_too_large = true;  // chunked: answered when the request ends
+        state->body.clear();
+      } else {
+        state->body.append(upload_data, *upload_data_size);
       }
+      *upload_data_size = 0;
       return MHD_YES;
     }
     if (state->body_too_large) {
@@ -328,11 +331,12 @@ struct Server::Impl {
   }
 
   MHD_Result serve(MHD_Connection* connection, const char* url, const char* method,
-                   const RequestState& state) {
+                   RequestState& state) {
     Request request;
     request.method = method;
     request.path = url;
     request.body_bytes = state.body_bytes;
+    request.body = std::move(state.body);
     size_t header_count = 0;
     MHD_get_connection_values(
         connection, MHD_HEADER_KIND,

@@ -35,7 +35,8 @@ struct Request {
   // Header names lower-cased; a repeated header keeps its last value.
   std::map<std::string, std::string> headers;
   std::optional<PeerCredentials> peer;
-  size_t body_bytes = 0;  // read and dropped: no route takes a body
+  size_t body_bytes = 0;
+  std::string body;  // the whole body (at most ServerOptions::max_body_bytes)
 
   // The header's value, or std::nullopt.
   std::optional<std::string> header(const std::string& lower_name) const;

@@ -13,7 +13,7 @@ namespace zeus::optimize::bso {
 namespace {
 
 [[noreturn]] void invalid(const std::string& field, const std::string& rule) {
-  throw BsoError(422, fmt::format("{}: {}", field, rule));
+  throw BsoError(422, fmt::format("{}: {}", field, rule), field);
 }
 
 const Trial* find_trial(const Job& job, int64_t trial_number) {
@@ -134,8 +134,10 @@ ReportDecision decide_report(const Job& job, const Report& report) {
   if (d.converged) {
     d.message = "Train succeeded";
   } else if (!within) {
-    d.message = fmt::format("Early stopped: cost {:.6g} exceeded beta_knob x min_cost = {:.6g}",
-                            cost, bound);
+    d.message = fmt::format(
+        "Batch Size({}) exceeded the cost upper bound: current cost({}) > "
+        "beta_knob({})*min_cost({})",
+        report.batch_size, cost, *p.beta_knob, *job.min_cost);
   } else {
     d.message = fmt::format("Train failed to converge within max_epoch({})", p.max_epochs);
   }

@@ -5,11 +5,13 @@
 // so that two servers on one database decide as one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -20,11 +22,15 @@ namespace zeus::optimize::bso {
 // An error the service answers with upstream's status and {"message": what()}.
 class BsoError : public Error {
  public:
-  BsoError(int http_status, const std::string& what) : Error(what), http_status_(http_status) {}
+  BsoError(int http_status, const std::string& what, std::string field = {})
+      : Error(what), http_status_(http_status), field_(std::move(field)) {}
   int http_status() const { return http_status_; }
+  // For a 422: the request field that broke a rule ("" when the rule spans several).
+  const std::string& field() const { return field_; }
 
  private:
   int http_status_;
+  std::string field_;
 };
 
 enum class Stage { kPruning, kMab };
@@ -69,6 +75,10 @@ struct Trial {
   std::optional<double> time_s;
   std::optional<double> energy_j;
   std::optional<bool> converged;
+  // When it was handed out and when its result came (stored, not decided on: the service's
+  // timeout of Dispatched trials reads start).
+  std::chrono::system_clock::time_point start;
+  std::optional<std::chrono::system_clock::time_point> end;
 };
 
 // Per batch size in the MAB stage (upstream's GaussianTsArmState).
@@ -84,8 +94,10 @@ struct Job {
   Stage stage = Stage::kPruning;
   std::optional<double> min_cost;
   std::optional<int64_t> min_cost_batch_size;
-  std::vector<Trial> trials;         // in trial_number order
-  std::map<int64_t, ArmState> arms;  // the MAB stage's
+  int64_t exp_default_batch_size = 0;    // upstream's column: the first round's default
+  std::optional<std::string> rng_state;  // the MAB's generator when mab_seed is set
+  std::vector<Trial> trials;             // in trial_number order
+  std::map<int64_t, ArmState> arms;      // the MAB stage's
 };
 
 // eta*E + (1-eta)*maxP*T (zeus/utils/metric.py::zeus_cost).
