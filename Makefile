@@ -19,6 +19,7 @@ build: configure
 # package (built and installed into .venv-py) and its pytest suite against Debian's python3-torch.
 test: build
 	scripts/install-zeus016.sh
+	scripts/install-bso-upstream.sh
 	ctest --preset $(PRESET)
 	$(MAKE) --no-print-directory test-python
 

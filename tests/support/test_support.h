@@ -155,6 +155,8 @@ class Child {
   // Waits for exit and returns the result (stdout read so far, stderr not captured).
   ProcessResult wait();
   int pid() const { return child_.pid(); }
+  // What wait_for_output() has read so far.
+  const std::string& output() const { return out_; }
 
  private:
   process::Child child_;
