@@ -199,6 +199,42 @@ TEST(BsoServer, UpstreamZeusClientDrivesRecurrencesUnchanged) {
       << "the killed client's trial timed out";
 }
 
+// Upstream's own server (zeus[bso-server] 0.16 under uvicorn) on a database this one made, and
+// zeus bso-server, given the same requests by tests/bso_upstream/parity.py: registration, errors,
+// a concurrent trial, a trial ended early, early stop, max_epochs and both pruning rounds must be
+// answered alike.
+TEST(BsoServer, DecidesAsUpstreamsServerForTheSameRequests) {
+  const std::filesystem::path python =
+      std::filesystem::path(ZEUS_SOURCE_DIR) / ".venv-bso-zeus016" / "bin" / "python";
+  if (!std::filesystem::exists(python)) {
+    GTEST_SKIP() << python << " is missing: run scripts/install-bso-upstream.sh (make test does)";
+  }
+  TempDir dir;
+  bso::open_store("sqlite:///" + (dir / "upstream.db").string());  // upstream makes no tables
+  const int port = free_port();
+  Child upstream(
+      {python.string(), "-m", "uvicorn", "zeus.optimizer.batch_size.server.router:app", "--host",
+       "127.0.0.1", "--port", std::to_string(port)},
+      {{"ZEUS_BSO_DATABASE_URL", "sqlite+aiosqlite:///" + (dir / "upstream.db").string()},
+       {"ZEUS_BSO_LOG_LEVEL", "WARNING"},
+       {"PYTHONDONTWRITEBYTECODE", "1"}});
+  const std::string upstream_url = fmt::format("http://127.0.0.1:{}", port);
+  ASSERT_TRUE(eventually([&] { return http_call("GET", upstream_url + "/docs").status == 200; },
+                         std::chrono::seconds(60)))
+      << "upstream's server did not start";
+  const BsoServerProcess ours("sqlite:///" + (dir / "ours.db").string());
+  Child parity({python.string(), std::string(ZEUS_SOURCE_DIR) + "/tests/bso_upstream/parity.py",
+                upstream_url, ours.url()},
+               {{"PYTHONDONTWRITEBYTECODE", "1"}});
+  const ProcessResult r = parity.wait();
+  upstream.kill(SIGTERM);
+  upstream.wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json result = json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GE(result["checked"].get<int>(), 30);
+  EXPECT_TRUE(result["ok"].get<bool>()) << result["diffs"].dump(1);
+}
+
 class BsoPostgres : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
