@@ -79,7 +79,9 @@ SqlParam end_param(const Trial& t) {
 
 class SqlTransaction final : public Transaction {
  public:
-  SqlTransaction(SqlStore& store, std::unique_ptr<SqlSession> s) : store_(store), s_(std::move(s)) {
+  SqlTransaction(SqlStore& store, std::unique_ptr<SqlSession> s,
+                 std::unique_lock<std::mutex> writer)
+      : store_(store), writer_(std::move(writer)), s_(std::move(s)) {
     s_->exec(s_->begin_statement());
   }
   ~SqlTransaction() override {
@@ -231,14 +233,18 @@ class SqlTransaction final : public Transaction {
 
  private:
   SqlStore& store_;
+  std::unique_lock<std::mutex> writer_;  // released after the rollback or commit
   std::unique_ptr<SqlSession> s_;
   bool open_ = true;
 };
 
 }  // namespace
 
-SqlStore::SqlStore(Connect connect, std::string description, const std::string& migration_lock)
-    : connect_(std::move(connect)), description_(std::move(description)) {
+SqlStore::SqlStore(Connect connect, std::string description, const std::string& migration_lock,
+                   bool one_writer_at_a_time)
+    : connect_(std::move(connect)),
+      description_(std::move(description)),
+      one_writer_at_a_time_(one_writer_at_a_time) {
   auto s = connect_();
   migrate(*s, migration_lock);
   release(std::move(s));
@@ -256,7 +262,11 @@ std::unique_ptr<Transaction> SqlStore::begin() {
   if (!s) {
     s = connect_();
   }
-  return std::make_unique<SqlTransaction>(*this, std::move(s));
+  std::unique_lock<std::mutex> writer;
+  if (one_writer_at_a_time_) {
+    writer = std::unique_lock(writer_);
+  }
+  return std::make_unique<SqlTransaction>(*this, std::move(s), std::move(writer));
 }
 
 void SqlStore::release(std::unique_ptr<SqlSession> session) {

@@ -20,7 +20,11 @@ class SqlStore : public Store {
   using Connect = std::function<std::unique_ptr<SqlSession>()>;
   // Connects once and applies the migrations under the database's lock (`migration_lock`: a
   // statement run first in the migration's transaction, "" when BEGIN already excludes others).
-  SqlStore(Connect connect, std::string description, const std::string& migration_lock);
+  // `one_writer_at_a_time`: the database takes one writer at a time anyway (SQLite), so this
+  // process's transactions queue on a mutex instead of SQLite's busy handler, which sleeps 1 to
+  // 100 ms between tries. Other processes on the file still wait on the database's own lock.
+  SqlStore(Connect connect, std::string description, const std::string& migration_lock,
+           bool one_writer_at_a_time);
 
   std::unique_ptr<Transaction> begin() override;
   std::string describe() const override { return description_; }
@@ -32,7 +36,9 @@ class SqlStore : public Store {
 
   Connect connect_;
   std::string description_;
-  std::mutex mutex_;
+  bool one_writer_at_a_time_;
+  std::mutex writer_;
+  std::mutex mutex_;  // idle_
   std::vector<std::unique_ptr<SqlSession>> idle_;
 };
 

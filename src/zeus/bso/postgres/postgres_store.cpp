@@ -145,7 +145,7 @@ std::unique_ptr<Store> open_postgres_store(const std::string& conninfo,
         }
         return std::make_unique<Connection>(conninfo);
       },
-      where, kMigrationLock);
+      where, kMigrationLock, /*one_writer_at_a_time=*/false);
 }
 
 }  // namespace zeus::bso

@@ -152,7 +152,7 @@ std::unique_ptr<Store> open_sqlite_store(const std::filesystem::path& path,
   const std::string file = path.string();
   return std::make_unique<SqlStore>(
       [file, options] { return std::make_unique<Connection>(file, options); }, "sqlite:///" + file,
-      "");
+      "", /*one_writer_at_a_time=*/true);
 }
 
 }  // namespace zeus::bso
