@@ -14,14 +14,6 @@ constexpr const char* kSelectJob =
   number_of_gpus, gpu_model, mab_prior_mean, mab_prior_precision, mab_num_explorations, mab_seed,
   mab_random_generator_state, exp_default_batch_size, stage, min_cost, min_cost_batch_size
 FROM "Job" WHERE job_id = $1)";
-// PostgreSQL: the row lock that makes a job's requests take turns across servers. (SQLite's
-// BEGIN IMMEDIATE already holds the whole database.)
-constexpr const char* kSelectJobForUpdate =
-    R"(SELECT job_id, job_id_prefix, default_batch_size, higher_is_better_metric, eta_knob,
-  beta_knob, target_metric, max_epochs, num_pruning_rounds, window_size, max_power,
-  number_of_gpus, gpu_model, mab_prior_mean, mab_prior_precision, mab_num_explorations, mab_seed,
-  mab_random_generator_state, exp_default_batch_size, stage, min_cost, min_cost_batch_size
-FROM "Job" WHERE job_id = $1 FOR UPDATE)";
 constexpr const char* kSelectBatchSizes =
     R"(SELECT batch_size FROM "BatchSize" WHERE job_id = $1 ORDER BY batch_size)";
 constexpr const char* kSelectTrials =
@@ -98,7 +90,11 @@ class SqlTransaction final : public Transaction {
   std::optional<Job> lock_job(const std::string& job_id) override {
     std::optional<Job> found;
     const std::array<SqlParam, 1> id{job_id};
-    run(*s_, s_->dialect() == Dialect::kPostgres ? kSelectJobForUpdate : kSelectJob, id,
+    // PostgreSQL: the row lock that makes a job's requests take turns across servers. (SQLite's
+    // BEGIN IMMEDIATE already holds the whole database.) A static string: its address keys the
+    // backends' prepared-statement caches.
+    static const std::string for_update = std::string(kSelectJob) + " FOR UPDATE";
+    run(*s_, s_->dialect() == Dialect::kPostgres ? for_update.c_str() : kSelectJob, id,
         [&](const SqlRow& q) {
           Job& job = found.emplace();
           auto& p = job.params;
