@@ -147,6 +147,8 @@ struct Driver {
                   {},
                   {},
                   {}};
+      trial.epoch_cap = t->epoch_cap;
+      trial.epochs = 1;
       job.trials.push_back(trial);
       if (!hold) {
         finish(job.trials.back());
@@ -241,6 +243,82 @@ TEST(BsoServerRules, GaussianArmsFitAndTheMabExploresThenSamples) {
   ASSERT_EQ(rewards.size(), 2u);
   EXPECT_DOUBLE_EQ(rewards[0], -zeus_cost(job.params, 300.0, 1.0));
   EXPECT_DOUBLE_EQ(rewards[1], -42.0);
+}
+
+JobParams lean_params(bool lean) {
+  JobParams p = params();
+  p.default_batch_size = 64;
+  p.beta_knob = std::nullopt;  // outcomes as given
+  if (lean) {
+    p.policy = parse_policy_choice("lean", "");  // gamma 1.5, patience 1, retry 1.25, cap 1.1
+  }
+  return p;
+}
+
+std::vector<int64_t> prune(Driver& d) {
+  std::variant<NewTrial, StartMab> step;
+  do {
+    step = d.step();
+  } while (std::holds_alternative<NewTrial>(step));
+  return std::get<StartMab>(step).arms;
+}
+
+// Costs rise as the batch size falls: upstream's pruning tries every size twice; lean stops going
+// down at the first size that costs more than 1.5x the round's best, and retries only the sizes
+// within 1.25x of it.
+TEST(BsoServerRules, LeanEndsAnExpensiveDirectionAndRetriesOnlyCheapSurvivors) {
+  const std::map<int64_t, std::optional<double>> costs{
+      {64, 100.0}, {32, 200.0}, {16, 300.0}, {8, 400.0}};
+  Driver zeus{.job = {.params = lean_params(false)}, .costs = costs};
+  EXPECT_EQ(prune(zeus), (std::vector<int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(zeus.handed_out.size(), 8u);
+
+  Driver lean{.job = {.params = lean_params(true)}, .costs = costs};
+  EXPECT_EQ(prune(lean), (std::vector<int64_t>{64}));
+  const std::vector<std::pair<TrialType, int64_t>> expected = {
+      {TrialType::kExploration, 64}, {TrialType::kExploration, 32}, {TrialType::kExploration, 64}};
+  EXPECT_EQ(lean.handed_out, expected);
+}
+
+TEST(BsoServerRules, LeanCapsADownwardTrialAtTheEpochsTheLargerSizeNeeded) {
+  for (const bool is_lean : {false, true}) {
+    Job job{.params = lean_params(is_lean)};
+    Trial first{1, 64, TrialType::kExploration, TrialStatus::kSucceeded, 1.0, 100.0, true};
+    first.epochs = 4;
+    job.trials.push_back(first);
+    job.min_cost = zeus_cost(job.params, 100.0, 1.0);
+    const NewTrial next = std::get<NewTrial>(next_pruning_step(job));
+    EXPECT_EQ(next.batch_size, 32);
+    if (!is_lean) {
+      EXPECT_FALSE(next.epoch_cap) << "upstream caps nothing but max_epochs";
+      continue;
+    }
+    ASSERT_EQ(next.epoch_cap, 5) << "ceil(1.1 x 4)";
+    Trial second{2, 32, TrialType::kExploration, TrialStatus::kDispatched};
+    second.epoch_cap = next.epoch_cap;
+    job.trials.push_back(second);
+    EXPECT_FALSE(decide_report(job, {2, 32, 1.0, 10.0, 0.1, 4}).stop_train);
+    const ReportDecision capped = decide_report(job, {2, 32, 1.0, 10.0, 0.1, 5});
+    EXPECT_TRUE(capped.stop_train);
+    EXPECT_FALSE(capped.converged);
+    EXPECT_THAT(capped.message, HasSubstr("epoch cap(5)"));
+    EXPECT_EQ(capped.finished->epochs, 5);
+  }
+}
+
+// Lean's bandit: a trial stopped unconverged counts as costing at least beta x min_cost.
+TEST(BsoServerRules, LeanCountsAnUnconvergedBanditTrialAsNoCheaperThanTheBound) {
+  for (const bool is_lean : {false, true}) {
+    Job job{.params = lean_params(is_lean)};
+    job.params.beta_knob = 2.0;
+    job.stage = Stage::kMab;
+    job.min_cost = 300.0;
+    Trial t{1, 32, TrialType::kMab, TrialStatus::kSucceeded, 1.0, 2 * 100.0 - 300.0, false};
+    job.trials.push_back(t);  // cost 100, not converged
+    const std::vector<double> rewards = arm_rewards(job, 32, std::nullopt);
+    ASSERT_EQ(rewards.size(), 1u);
+    EXPECT_DOUBLE_EQ(rewards[0], is_lean ? -600.0 : -100.0);
+  }
 }
 
 }  // namespace

@@ -107,6 +107,9 @@ TEST(BsoServer, BadFlagsAndUnusableAddressesSayWhatToDo) {
   EXPECT_THAT(r.err, HasSubstr("cannot open the batch-size database"));
   r = run_process({ZEUS_CLI_PATH, "bso-server", "--port", "70000"});
   EXPECT_EQ(r.exit_code, 2);
+  r = run_process({ZEUS_CLI_PATH, "bso-server", "--policy", "zeus", "--lean", "gamma=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("lean"));
   r = run_process({ZEUS_CLI_PATH, "bso-server", "--trial-timeout", "soon"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--trial-timeout"));

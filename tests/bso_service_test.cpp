@@ -288,6 +288,42 @@ TEST(BsoService, ATrialWithoutAResultTimesOutAndItsBatchSizeIsTriedAgain) {
   EXPECT_FALSE(bso.job("t-1")->min_cost);
 }
 
+// zeus-cpp's lean policy, per job: asked for in the registration ("policy", "lean"), or the
+// server's default for clients that do not say (upstream's); kept with the job, part of its
+// identity; a trial's epochs and lean's cap are stored beside upstream's columns.
+TEST(BsoService, ThePolicyIsChosenPerJobAndKeptWithIt) {
+  ServiceOptions options;
+  options.default_policy = optimize::parse_policy_choice("lean", "cap=0");
+  Bso bso("", options);
+  auto r = bso.call("POST", "/jobs",
+                    test::job_spec("l-1", {16, 32, 64}, 64, R"("policy":"lean","lean":"gamma=2")"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(json::parse(r.body)["policy"], "lean");
+  EXPECT_THAT(json::parse(r.body)["lean"].get<std::string>(), HasSubstr("gamma=2,"));
+  EXPECT_EQ(bso.call("POST", "/jobs", test::job_spec("l-1", {16, 32, 64}, 64)).status, 200)
+      << "a client that names no policy (upstream's) keeps the job's";
+  EXPECT_EQ(bso.call("POST", "/jobs", test::job_spec("l-1", {16, 32, 64}, 64, R"("policy":"zeus")"))
+                .status,
+            409);
+  r = bso.call("POST", "/jobs",
+               test::job_spec("l-2", {16, 32}, 16, R"("policy":"lean","lean":"gamma=-1")"));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(json::parse(r.body)["detail"][0]["loc"].back(), "lean") << r.body;
+  r = bso.call("POST", "/jobs", test::job_spec("d-1", {16, 32}, 16));
+  EXPECT_EQ(json::parse(r.body)["lean"], "gamma=1.5,patience=1,retry=1.25,cap=0,spread=0.25")
+      << "the server's default";
+
+  const json trial = bso.next("l-1");
+  bso.report(trial, 1, 100, 0.1, 1);
+  bso.report(trial, 2, 200, 0.9, 2);
+  const Bso reopened("sqlite:///" + (bso.dir / "bso.db").string());
+  const Job job = *reopened.job("l-1");
+  EXPECT_EQ(job.params.policy.policy, optimize::BsoPolicy::kLean);
+  EXPECT_EQ(job.params.policy.lean.gamma, 2.0);
+  EXPECT_EQ(job.trials[0].epochs, 2);
+  EXPECT_EQ(reopened.job("d-1")->params.policy.lean.cap, 0.0);
+}
+
 TEST(BsoStore, ADatabaseMadeByUpstreamOpensAndItsJobContinues) {
   test::TempDir dir;
   const fs::path file = dir / "upstream.db";

@@ -29,6 +29,12 @@ int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, st
     const char* env = std::getenv("ZEUS_BSO_DATABASE_URL");
     url = env != nullptr && *env != '\0' ? env : "sqlite:///zeus_bso.db";
   }
+  bso::ServiceOptions service_options;
+  try {
+    service_options.default_policy = optimize::parse_policy_choice(options.policy, options.lean);
+  } catch (const ConfigError& e) {
+    return fail(kExitUsage, e.what());
+  }
   // Signals are caught before the store opens, so a SIGTERM during a long migration wait still
   // ends the server cleanly.
   SignalPipe signals({SIGINT, SIGTERM});
@@ -40,7 +46,6 @@ int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, st
   } catch (const bso::DatabaseError& e) {
     return fail(kExitUsage, e.what());
   }
-  bso::ServiceOptions service_options;
   service_options.dispatched_timeout =
       std::chrono::duration_cast<std::chrono::seconds>(options.trial_timeout);
   bso::Service service(*store, service_options);

@@ -128,6 +128,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   add_duration(bso_cmd, "--idle-timeout", bso.idle_timeout,
                "Close a connection silent this long (default 60s)");
+  bso_cmd
+      ->add_option("--policy", bso.policy,
+                   "Batch-size policy of jobs that name none (upstream's clients): zeus "
+                   "(upstream's decisions) or lean (docs/optimizer.md)")
+      ->capture_default_str();
+  bso_cmd->add_option("--lean", bso.lean,
+                      "lean's knobs over its defaults, e.g. gamma=1.5,cap=0 (with --policy lean)");
 
   launch::LaunchOptions run;
   CLI::App* run_cmd = app.add_subcommand(

@@ -71,6 +71,9 @@ struct BsoServerCommandOptions {
   size_t max_body_bytes = 64 * 1024;
   unsigned max_connections = 512;
   std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
+  // The policy of jobs whose registration names none (upstream's clients): zeus | lean.
+  std::string policy = "zeus";
+  std::string lean;  // lean's knobs over its defaults
 };
 
 // zeus run's flags on `cmd`, parsed into `run` (run_flags.cpp).

@@ -143,7 +143,26 @@ std::string_view enum_name(E value, const std::array<std::pair<std::string_view,
 }  // namespace
 
 std::vector<Migration> migrations(Dialect dialect) {
-  return {Migration{1, upstream_tables(dialect)}};
+  return {
+      Migration{1, upstream_tables(dialect)},
+      // zeus-cpp's own columns, in tables of their own so upstream's server still opens the
+      // database (it reads only its four): a job's policy, a trial's epochs and lean's cap.
+      // A job without a row here is upstream's: policy zeus.
+      Migration{2,
+                {R"(CREATE TABLE IF NOT EXISTS zeus_cpp_job_policy (
+  job_id VARCHAR(400) NOT NULL,
+  policy VARCHAR(16) NOT NULL,
+  lean VARCHAR(200) NOT NULL,
+  PRIMARY KEY (job_id)
+))",
+                 R"(CREATE TABLE IF NOT EXISTS zeus_cpp_trial (
+  job_id VARCHAR(300) NOT NULL,
+  trial_number INTEGER NOT NULL,
+  epochs INTEGER,
+  epoch_cap INTEGER,
+  PRIMARY KEY (job_id, trial_number)
+))"}},
+  };
 }
 
 std::string_view stage_name(Stage stage) {

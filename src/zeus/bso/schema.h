@@ -17,7 +17,8 @@ enum class Dialect { kSqlite, kPostgres };
 
 // One migration step: the statements that take a database from version `version - 1` to
 // `version`. Step 1 creates upstream's tables where they are missing (a database made by
-// upstream's server is at version 0 with its tables in place).
+// upstream's server is at version 0 with its tables in place); step 2 zeus-cpp's own (the
+// policy of a job, the epochs of a trial).
 struct Migration {
   int version;
   std::vector<std::string> statements;

@@ -94,34 +94,41 @@ http::Response error_response(const BsoError& e) {
 Service::Service(Store& store, ServiceOptions options)
     : store_(store), options_(std::move(options)) {}
 
-Service::Registered Service::register_job(JobParams params) {
+Service::Registered Service::register_job(JobSpecRequest request) {
   // Two servers registering one new id at once: the second's insert finds the first's row, and
   // its retry finds the job registered.
   for (int attempt = 0;; ++attempt) {
-    if (auto done = try_register(params); done || attempt == 2) {
+    if (auto done = try_register(request); done || attempt == 2) {
       if (!done) {
         throw BsoError(500, fmt::format("job '{}' could not be registered: its id kept being "
                                         "taken by concurrent registrations",
-                                        params.job_id));
+                                        request.params.job_id));
       }
       return *done;
     }
   }
 }
 
-std::optional<Service::Registered> Service::try_register(JobParams params) {
+std::optional<Service::Registered> Service::try_register(JobSpecRequest request) {
+  JobParams& params = request.params;
   auto tx = store_.begin();
+  if (!request.policy_given) {
+    params.policy = options_.default_policy;
+  }
   if (params.job_id.empty()) {
     do {
       params.job_id = generated_job_id(params.job_id_prefix);
     } while (tx->lock_job(params.job_id));
   } else if (auto existing = tx->lock_job(params.job_id)) {
+    if (!request.policy_given) {
+      params.policy = existing->params.policy;  // a client that does not say keeps the job's
+    }
     if (existing->params != params) {
       throw BsoError(409,
                      "JobSpec doesn't match with existing jobSpec. Use a new job_id for different "
                      "configuration");
     }
-    return Registered{std::move(params), false};
+    return Registered{params, false};
   }
   Job job;
   job.params = params;
@@ -131,7 +138,7 @@ std::optional<Service::Registered> Service::try_register(JobParams params) {
     return std::nullopt;
   }
   tx->commit();
-  return Registered{std::move(params), true};
+  return Registered{params, true};
 }
 
 TrialKey Service::next_batch_size(const std::string& job_id) {
@@ -161,6 +168,7 @@ TrialKey Service::next_batch_size(const std::string& job_id) {
     if (const auto* t = std::get_if<NewTrial>(&step)) {
       trial.type = t->type;
       trial.batch_size = t->batch_size;
+      trial.epoch_cap = t->epoch_cap;
     } else {
       for (int64_t arm : std::get<StartMab>(step).arms) {
         job->arms[arm] =

@@ -18,6 +18,8 @@ struct ServiceOptions {
   // size, so a client that died without its atexit does not stall the job (upstream waits
   // forever). Zero: never.
   std::chrono::seconds dispatched_timeout{0};
+  // The policy of a job registered without zeus-cpp's "policy" field (upstream's clients).
+  optimize::PolicyChoice default_policy;
   // The clock trials are stamped with (tests move it).
   std::function<std::chrono::system_clock::time_point()> now = [] {
     return std::chrono::system_clock::now();
@@ -38,7 +40,7 @@ class Service {
     JobParams params;  // with job_id filled in
     bool created;
   };
-  Registered register_job(JobParams params);
+  Registered register_job(JobSpecRequest request);
   TrialKey next_batch_size(const std::string& job_id);
   optimize::bso::ReportDecision report(const std::string& job_id,
                                        const optimize::bso::Report& report);
@@ -46,7 +48,7 @@ class Service {
   void delete_job(const std::string& job_id);
 
  private:
-  std::optional<Registered> try_register(JobParams params);
+  std::optional<Registered> try_register(JobSpecRequest request);
 
   Store& store_;
   ServiceOptions options_;

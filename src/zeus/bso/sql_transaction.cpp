@@ -46,6 +46,18 @@ constexpr const char* kPutArm =
 ON CONFLICT (job_id, batch_size) DO UPDATE SET param_mean = excluded.param_mean,
   param_precision = excluded.param_precision, reward_precision = excluded.reward_precision,
   num_observations = excluded.num_observations)";
+constexpr const char* kSelectPolicy =
+    R"(SELECT policy, lean FROM zeus_cpp_job_policy WHERE job_id = $1)";
+constexpr const char* kSelectTrialExtras =
+    R"(SELECT trial_number, epochs, epoch_cap FROM zeus_cpp_trial WHERE job_id = $1)";
+constexpr const char* kInsertPolicy =
+    R"(INSERT INTO zeus_cpp_job_policy (job_id, policy, lean) VALUES ($1, $2, $3))";
+constexpr const char* kPutTrialExtras =
+    R"(INSERT INTO zeus_cpp_trial (job_id, trial_number, epochs, epoch_cap) VALUES ($1, $2, $3, $4)
+ON CONFLICT (job_id, trial_number) DO UPDATE SET epochs = excluded.epochs,
+  epoch_cap = excluded.epoch_cap)";
+constexpr const char* kDeletePolicy = R"(DELETE FROM zeus_cpp_job_policy WHERE job_id = $1)";
+constexpr const char* kDeleteTrialExtras = R"(DELETE FROM zeus_cpp_trial WHERE job_id = $1)";
 constexpr const char* kDeleteArms = R"(DELETE FROM "GaussianTsArmState" WHERE job_id = $1)";
 constexpr const char* kDeleteTrials = R"(DELETE FROM "Trial" WHERE job_id = $1)";
 constexpr const char* kDeleteBatchSizes = R"(DELETE FROM "BatchSize" WHERE job_id = $1)";
@@ -146,6 +158,18 @@ class SqlTransaction final : public Transaction {
     run(*s_, kSelectArms, id, [&](const SqlRow& q) {
       job.arms[q.i64(0)] = ArmState{q.f64(1), q.f64(2), q.f64(3), q.i64(4)};
     });
+    run(*s_, kSelectPolicy, id, [&](const SqlRow& q) {
+      job.params.policy = optimize::parse_policy_choice(q.text(0), q.text(1));
+    });
+    run(*s_, kSelectTrialExtras, id, [&](const SqlRow& q) {
+      const int64_t number = q.i64(0);
+      for (Trial& t : job.trials) {
+        if (t.trial_number == number) {
+          t.epochs = q.opt_i64(1);
+          t.epoch_cap = q.opt_i64(2);
+        }
+      }
+    });
     return found;
   }
 
@@ -181,6 +205,10 @@ class SqlTransaction final : public Transaction {
     for (int64_t bs : p.batch_sizes) {
       run(*s_, kInsertBatchSize, std::array<SqlParam, 2>{p.job_id, bs});
     }
+    const bool is_lean = p.policy.policy == optimize::BsoPolicy::kLean;
+    run(*s_, kInsertPolicy,
+        std::array<SqlParam, 3>{p.job_id, sql_param(optimize::to_string(p.policy.policy)),
+                                is_lean ? optimize::to_string(p.policy.lean) : std::string()});
     return true;
   }
 
@@ -197,6 +225,7 @@ class SqlTransaction final : public Transaction {
             job_id, t.batch_size, t.trial_number, format_timestamp(t.start),
             sql_param(trial_type_name(t.type)), sql_param(trial_status_name(t.status)),
             end_param(t), sql_param(t.time_s), sql_param(t.energy_j), sql_param(t.converged)});
+    put_extras(job_id, t);
   }
 
   void update_trial(const std::string& job_id, const Trial& t) override {
@@ -204,6 +233,16 @@ class SqlTransaction final : public Transaction {
         std::array<SqlParam, 7>{sql_param(trial_status_name(t.status)), end_param(t),
                                 sql_param(t.time_s), sql_param(t.energy_j), sql_param(t.converged),
                                 job_id, t.trial_number});
+    put_extras(job_id, t);
+  }
+
+  // zeus-cpp's columns of a trial, where it has any.
+  void put_extras(const std::string& job_id, const Trial& t) {
+    if (t.epochs || t.epoch_cap) {
+      run(*s_, kPutTrialExtras,
+          std::array<SqlParam, 4>{job_id, t.trial_number, sql_param(t.epochs),
+                                  sql_param(t.epoch_cap)});
+    }
   }
 
   void put_arm(const std::string& job_id, int64_t batch_size, const ArmState& a) override {
@@ -216,7 +255,8 @@ class SqlTransaction final : public Transaction {
     // Children first: upstream's SQLite connections leave foreign keys off, so its rows need
     // not cascade; this order is right either way.
     const std::array<SqlParam, 1> id{job_id};
-    for (const char* sql : {kDeleteArms, kDeleteTrials, kDeleteBatchSizes}) {
+    for (const char* sql :
+         {kDeleteArms, kDeleteTrials, kDeleteBatchSizes, kDeletePolicy, kDeleteTrialExtras}) {
       run(*s_, sql, id);
     }
     return run(*s_, kDeleteJob, id) > 0;

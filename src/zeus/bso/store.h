@@ -63,7 +63,7 @@ class Store {
 // The schema version this build writes. Migrations run at open, under the database's own lock,
 // so two servers starting at once on one database apply each step once; a database of a newer
 // version is refused with a message naming both versions.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct StoreOptions {
   // How long a transaction waits for another one's lock before failing (SQLite's busy timeout).

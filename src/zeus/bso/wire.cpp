@@ -136,9 +136,10 @@ TrialKey read_trial_key(const json& j) {
 
 }  // namespace
 
-JobParams parse_job_spec(std::string_view body) {
+JobSpecRequest parse_job_spec(std::string_view body) {
   const json j = parse_object(body);
-  JobParams p;
+  JobSpecRequest request;
+  JobParams& p = request.params;
   std::optional<std::string> job_id;
   read_optional(j, "job_id", job_id, as_string);
   p.job_id = job_id.value_or("");
@@ -165,8 +166,18 @@ JobParams parse_job_spec(std::string_view body) {
   read(j, "max_power", p.max_power_w, as_float, true);
   read(j, "number_of_gpus", p.number_of_gpus, as_int, true);
   read(j, "gpu_model", p.gpu_model, as_string, true);
+  std::string policy = "zeus";
+  std::string knobs;
+  read(j, "policy", policy, as_string);
+  read(j, "lean", knobs, as_string);
+  request.policy_given = j.contains("policy") || j.contains("lean");
+  try {
+    p.policy = optimize::parse_policy_choice(policy, knobs);
+  } catch (const ConfigError& e) {
+    bad(j.contains("lean") && policy == "lean" ? "lean" : "policy", e.what());
+  }
   optimize::bso::validate(p);
-  return p;
+  return request;
 }
 
 TrialKey parse_trial_id(std::string_view body) {
@@ -206,6 +217,10 @@ std::string job_spec_json(const JobParams& p) {
   j["mab_prior_precision"] = p.mab_prior_precision;
   j["mab_num_explorations"] = p.mab_num_explorations;
   j["mab_seed"] = p.mab_seed ? nlohmann::ordered_json(*p.mab_seed) : nullptr;
+  // zeus-cpp's; upstream's client ignores fields it does not know.
+  j["policy"] = std::string(optimize::to_string(p.policy.policy));
+  j["lean"] = p.policy.policy == optimize::BsoPolicy::kLean ? optimize::to_string(p.policy.lean)
+                                                            : std::string();
   return j.dump();
 }
 

@@ -22,7 +22,13 @@ struct TrialKey {
 
 // Each throws optimize::bso::BsoError(422, ..., field) for malformed JSON, a missing required
 // field or a value of the wrong type. parse_job_spec also applies upstream's validators.
-JobParams parse_job_spec(std::string_view body);
+struct JobSpecRequest {
+  JobParams params;
+  // zeus-cpp's fields "policy" ("zeus" | "lean") and "lean" (its knobs, "gamma=1.5,cap=0") were
+  // given; upstream's client sends neither, and then the server's default applies.
+  bool policy_given = false;
+};
+JobSpecRequest parse_job_spec(std::string_view body);
 TrialKey parse_trial_id(std::string_view body);
 // TrainingResult: a TrialId with time, energy, metric and current_epoch.
 std::pair<std::string, Report> parse_training_result(std::string_view body);

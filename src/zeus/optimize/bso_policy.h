@@ -51,6 +51,8 @@ void check_lean_options(const LeanOptions& lean);
 struct PolicyChoice {
   BsoPolicy policy = BsoPolicy::kZeus;
   LeanOptions lean;
+
+  bool operator==(const PolicyChoice&) const = default;
 };
 PolicyChoice parse_policy_choice(std::string_view policy, std::string_view lean);
 // "zeus", or "lean (gamma=...,spread=...)": what a tune history and a table header record.

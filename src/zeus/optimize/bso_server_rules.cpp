@@ -26,6 +26,19 @@ double trial_cost(const JobParams& params, const Trial& t) {
   return zeus_cost(params, t.energy_j.value_or(0.0), t.time_s.value_or(0.0));
 }
 
+bool lean(const JobParams& params) {
+  return params.policy.policy == BsoPolicy::kLean;
+}
+
+// The cost a bandit reward is made of. Lean: a trial that did not converge is no cheaper than
+// beta x min_cost (it was stopped early, not cheap); upstream counts its cost as it is.
+double reward_cost(const Job& job, double cost, bool converged) {
+  if (lean(job.params) && !converged && job.min_cost && job.params.beta_knob) {
+    return std::max(cost, *job.params.beta_knob * *job.min_cost);
+  }
+  return cost;
+}
+
 }  // namespace
 
 void validate(JobParams& p) {
@@ -111,7 +124,8 @@ ReportDecision decide_report(const Job& job, const Report& report) {
   const bool within = bound >= cost;
   const bool reached = p.higher_is_better_metric ? report.metric >= p.target_metric
                                                  : report.metric <= p.target_metric;
-  if (within && report.current_epoch < p.max_epochs && !reached) {
+  const bool capped = trial->epoch_cap && report.current_epoch >= *trial->epoch_cap;
+  if (within && report.current_epoch < p.max_epochs && !reached && !capped) {
     d.message = "Stop condition not met, keep training";
     return d;
   }
@@ -122,6 +136,7 @@ ReportDecision decide_report(const Job& job, const Report& report) {
   done.converged = d.converged;
   done.time_s = report.time_s;
   done.energy_j = report.energy_j;
+  done.epochs = report.current_epoch;
   d.finished = done;
   if (!job.min_cost || cost < *job.min_cost) {
     d.new_min_cost = cost;
@@ -129,7 +144,8 @@ ReportDecision decide_report(const Job& job, const Report& report) {
   }
   if (job.stage == Stage::kMab && job.arms.contains(trial->batch_size) &&
       trial->type == TrialType::kMab) {
-    d.refit_arm = fit_arm(p, arm_rewards(job, trial->batch_size, cost));
+    d.refit_arm =
+        fit_arm(p, arm_rewards(job, trial->batch_size, reward_cost(job, cost, d.converged)));
   }
   if (d.converged) {
     d.message = "Train succeeded";
@@ -138,6 +154,10 @@ ReportDecision decide_report(const Job& job, const Report& report) {
         "Batch Size({}) exceeded the cost upper bound: current cost({}) > "
         "beta_knob({})*min_cost({})",
         report.batch_size, cost, *p.beta_knob, *job.min_cost);
+  } else if (capped && report.current_epoch < p.max_epochs) {
+    d.message =
+        fmt::format("Train failed to converge within lean's epoch cap({}) for this batch size",
+                    *trial->epoch_cap);
   } else {
     d.message = fmt::format("Train failed to converge within max_epoch({})", p.max_epochs);
   }
@@ -161,21 +181,43 @@ std::variant<NewTrial, StartMab> next_pruning_step(const Job& job) {
     }
     std::reverse(down.begin(), down.end());  // from the start downward
     std::map<int64_t, double> converged;     // batch size -> cost, this round
+    double round_best = std::numeric_limits<double>::infinity();
     for (const auto* direction : {&down, &up}) {
+      int expensive_streak = 0;
+      std::optional<int64_t> down_epochs;  // the epochs of the last size down this direction
       for (const int64_t bs : *direction) {
         const auto& tried = explorations[bs];
         if (static_cast<int64_t>(tried.size()) <= round) {
-          return NewTrial{TrialType::kExploration, bs};
+          NewTrial next{TrialType::kExploration, bs, std::nullopt};
+          if (lean(p) && p.policy.lean.cap > 0 && direction == &down && down_epochs) {
+            next.epoch_cap = std::max<int64_t>(
+                1, static_cast<int64_t>(
+                       std::ceil(p.policy.lean.cap * static_cast<double>(*down_epochs))));
+          }
+          return next;
         }
         const Trial& t = *tried[static_cast<size_t>(round)];
         if (t.status == TrialStatus::kDispatched) {
           // While an exploration is out, others run where it is cheapest so far.
-          return NewTrial{TrialType::kConcurrent, job.min_cost_batch_size.value_or(start)};
+          return NewTrial{TrialType::kConcurrent, job.min_cost_batch_size.value_or(start),
+                          std::nullopt};
         }
         if (!t.converged.value_or(false)) {
           break;
         }
-        converged[bs] = trial_cost(p, t);
+        const double cost = trial_cost(p, t);
+        converged[bs] = cost;
+        down_epochs = t.epochs;
+        const bool is_start = direction == &down && bs == down.front();
+        if (lean(p) && p.policy.lean.gamma > 0 && !is_start) {
+          // Lean: reaching, but far above the round's best `patience` times in a row: the
+          // sizes further this way are unlikely to do better.
+          expensive_streak = cost > p.policy.lean.gamma * round_best ? expensive_streak + 1 : 0;
+        }
+        round_best = std::min(round_best, cost);
+        if (lean(p) && p.policy.lean.gamma > 0 && expensive_streak >= p.policy.lean.patience) {
+          break;
+        }
       }
     }
     if (converged.empty()) {
@@ -186,8 +228,14 @@ std::variant<NewTrial, StartMab> next_pruning_step(const Job& job) {
     start = std::min_element(converged.begin(), converged.end(), [](const auto& a, const auto& b) {
               return a.second < b.second;
             })->first;
+    const double best = converged.at(start);
     candidates.clear();
     for (const auto& [bs, cost] : converged) {
+      // Lean: a survivor far from the round's best is not worth a second round.
+      const bool retried = round + 1 < p.num_pruning_rounds;
+      if (lean(p) && p.policy.lean.retry > 0 && retried && cost > p.policy.lean.retry * best) {
+        continue;
+      }
       candidates.push_back(bs);
     }
   }
@@ -230,7 +278,7 @@ std::vector<double> arm_rewards(const Job& job, int64_t batch_size,
   for (const Trial& t : job.trials) {
     if (t.batch_size == batch_size && t.type == TrialType::kMab &&
         t.status == TrialStatus::kSucceeded) {
-      rewards.push_back(-trial_cost(job.params, t));
+      rewards.push_back(-reward_cost(job, trial_cost(job.params, t), t.converged.value_or(false)));
     }
   }
   if (extra_cost) {
@@ -264,7 +312,10 @@ int64_t predict_mab(const Job& job, std::mt19937_64& rng) {
     double draw = arm.param_mean;
     if (std::isfinite(arm.param_precision)) {
       // A precision of 0 (no prior, nothing observed) is the widest belief: a very wide draw.
-      const double sd = arm.param_precision > 0 ? 1.0 / std::sqrt(arm.param_precision) : 1e12;
+      double sd = arm.param_precision > 0 ? 1.0 / std::sqrt(arm.param_precision) : 1e12;
+      if (lean(job.params) && arm.param_precision > 0 && job.params.policy.lean.spread > 0) {
+        sd *= job.params.policy.lean.spread;  // lean's narrower posterior (0: Zeus's)
+      }
       draw = std::normal_distribution<double>(arm.param_mean, sd)(rng);
     }
     if (draw > best_draw) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "zeus/common/errors.h"
+#include "zeus/optimize/bso_policy.h"
 
 namespace zeus::optimize::bso {
 
@@ -57,6 +58,9 @@ struct JobParams {
   double max_power_w = 0;  // GpuConfig.max_power: the max limit times the GPUs
   int64_t number_of_gpus = 0;
   std::string gpu_model;
+  // zeus-cpp's: the job's batch-size policy, upstream's (zeus) unless the job asks for lean
+  // (docs/optimizer.md, "--policy lean"). Part of the job's identity, as in zeus tune.
+  PolicyChoice policy;
 
   bool operator==(const JobParams&) const = default;
 };
@@ -75,6 +79,10 @@ struct Trial {
   std::optional<double> time_s;
   std::optional<double> energy_j;
   std::optional<bool> converged;
+  // zeus-cpp's, beside upstream's columns: the epochs its last report counted, and lean's cap
+  // on them (on a downward scan: ceil(cap x the epochs the larger size before it needed)).
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> epoch_cap;
   // When it was handed out and when its result came (stored, not decided on: the service's
   // timeout of Dispatched trials reads start).
   std::chrono::system_clock::time_point start;
@@ -134,6 +142,7 @@ ReportDecision decide_report(const Job& job, const Report& report);
 struct NewTrial {
   TrialType type;
   int64_t batch_size;
+  std::optional<int64_t> epoch_cap;  // lean's, on a downward scan
 };
 struct StartMab {
   std::vector<int64_t> arms;
