@@ -2,10 +2,10 @@
 #include <fmt/format.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <ostream>
 
 #include "cli.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 
 #ifdef ZEUS_HAVE_BSO_SERVER
@@ -24,11 +24,8 @@ int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, st
     err << "zeus bso-server: error: " << what << "\n";
     return code;
   };
-  std::string url = options.database;
-  if (url.empty()) {
-    const char* env = std::getenv("ZEUS_BSO_DATABASE_URL");
-    url = env != nullptr && *env != '\0' ? env : "sqlite:///zeus_bso.db";
-  }
+  const std::string url =
+      options.database.empty() ? get_env_or_default(kEnvBsoDatabaseUrl) : options.database;
   bso::ServiceOptions service_options;
   try {
     service_options.default_policy = optimize::parse_policy_choice(options.policy, options.lean);

@@ -15,6 +15,7 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvZeusdSockPath,
                                    kEnvZeusdHostPort,
                                    kEnvZeusdToken,
+                                   kEnvBsoDatabaseUrl,
                                    kEnvTraceDir,
                                    kEnvSimGpus,
                                    kEnvSimState,

@@ -28,6 +28,10 @@ inline constexpr EnvVar kEnvZeusdHostPort{
     "host:port of a zeusd served over TCP (used when ZEUSD_SOCK_PATH is not set)"};
 inline constexpr EnvVar kEnvZeusdToken{"ZEUSD_TOKEN", "",
                                        "Bearer token for zeusd (needed over TCP)"};
+// Upstream Zeus's name: the batch-size service's database (zeus bso-server).
+inline constexpr EnvVar kEnvBsoDatabaseUrl{
+    "ZEUS_BSO_DATABASE_URL", "sqlite:///zeus_bso.db",
+    "Database of zeus bso-server when --database is not given (sqlite:/// or postgresql://)"};
 inline constexpr EnvVar kEnvTraceDir{
     "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
 inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",
