@@ -21,8 +21,9 @@ from zeus_cpp.monitor import ZeusMonitor
 from zeus_cpp.optimizer.batch_size import BatchSizeOptimizer, JobSpec, ZeusBSOTrainFailError
 
 url, mode = sys.argv[1], sys.argv[2]
+# beta_knob None: no early stop on cost (these epochs last microseconds: their costs are noise).
 spec = JobSpec(job_id="cpp-1", job_id_prefix="cpp", batch_sizes=[16, 32, 64],
-               default_batch_size=32, max_epochs=3, target_metric=0.5)
+               default_batch_size=32, max_epochs=3, target_metric=0.5, beta_knob=None)
 bso = BatchSizeOptimizer(ZeusMonitor(gpu_indices=[0, 1]), url, spec)
 bs = bso.get_batch_size()
 out = {"batch_size": bs, "trial": bso.trial_number, "gpus": bso.job_spec.number_of_gpus,
@@ -135,6 +136,25 @@ def test_client_errors_say_what_went_wrong(fake_nvml, bso_server, tmp_path: Path
     assert out["order"] == "ZeusBSOOperationOrderError"
     assert "status code 409" in out["mismatch"] and "JobSpec doesn't match" in out["mismatch"]
     assert "cannot reach the batch-size server at http://127.0.0.1:9" in out["unreachable"]
+
+
+def test_a_job_asks_for_the_lean_policy(fake_nvml, bso_server, tmp_path: Path) -> None:
+    url, _ = bso_server
+    script = tmp_path / "lean.py"
+    script.write_text(r"""
+import json, sys
+from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp.optimizer.batch_size import BatchSizeOptimizer, JobSpec
+spec = JobSpec(job_id="lean-1", job_id_prefix="lean", batch_sizes=[8, 16],
+               default_batch_size=16, policy="lean", lean="gamma=2")
+bso = BatchSizeOptimizer(ZeusMonitor(gpu_indices=[0]), sys.argv[1], spec)
+print("RESULT " + json.dumps({"policy": bso.job.policy, "lean": bso.job.lean}), flush=True)
+""")
+    proc = run([python(), script, url])
+    assert proc.returncode == 0, explain(proc)
+    out = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert out["policy"] == "lean"
+    assert out["lean"].startswith("gamma=2,patience=1")
 
 
 def test_job_spec_checks_as_upstream() -> None:

@@ -3,6 +3,7 @@ spec. Simulated GPUs run in this process; jobs on the fake NVML run in a child."
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -245,6 +246,9 @@ def test_the_eval_loader_may_come_before_the_train_loader(job_env: Path) -> None
 
 
 def test_epochs_needs_the_eval_loader(job_env: Path) -> None:
+    # The pairing is per process: an earlier test's eval loader, held only by a reference cycle
+    # the garbage collector has not reached yet, would count (seen once in a full run).
+    gc.collect()
     train = ZeusDataLoader(dataset(), batch_size=2, max_epochs=1)
     with pytest.raises(ValueError, match="eval loader is missing"):
         train.epochs()

@@ -35,6 +35,7 @@ def main() -> None:
         default_batch_size=32,
         target_metric=0.5,
         max_epochs=6,
+        beta_knob=None,  # no early stop on cost: these epochs last milliseconds, their costs noise
     )
     bso = BatchSizeOptimizer(monitor, url, spec)
     batch_size = bso.get_batch_size()

@@ -168,9 +168,15 @@ JobSpecRequest parse_job_spec(std::string_view body) {
   read(j, "gpu_model", p.gpu_model, as_string, true);
   std::string policy = "zeus";
   std::string knobs;
-  read(j, "policy", policy, as_string);
-  read(j, "lean", knobs, as_string);
-  request.policy_given = j.contains("policy") || j.contains("lean");
+  // null is "not given", as an absent field.
+  const auto given = [&j](const char* name) { return j.contains(name) && !j[name].is_null(); };
+  if (given("policy")) {
+    read(j, "policy", policy, as_string);
+  }
+  if (given("lean")) {
+    read(j, "lean", knobs, as_string);
+  }
+  request.policy_given = given("policy") || given("lean");
   try {
     p.policy = optimize::parse_policy_choice(policy, knobs);
   } catch (const ConfigError& e) {

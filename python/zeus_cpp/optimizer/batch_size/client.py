@@ -10,6 +10,7 @@ and what it answered.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import logging
 import urllib.error
@@ -78,8 +79,10 @@ class BatchSizeOptimizer(Callback):
             gpu_model=gpus.get_name(indices[0]),
         )
         created = self._call("POST", REGISTER_JOB_URL, self.job_spec.json())
-        fields = {k: v for k, v in created.items()
-                  if k not in ("max_power", "number_of_gpus", "gpu_model")}
+        known = {f.name for f in dataclasses.fields(JobSpec)}
+        fields = {k: v for k, v in created.items() if k in known}
+        if not fields.get("lean"):
+            fields["lean"] = None  # the server names lean's knobs only under lean
         self.job = JobSpec(**fields)
         logger.info("Job is registered with job_id: %s", self.job.job_id)
 

@@ -46,6 +46,18 @@ class JobParams(_Model):
     mab_prior_precision: float = 0.0
     mab_num_explorations: int = 2
     mab_seed: int | None = None
+    # zeus-cpp's: the job's batch-size policy on zeus bso-server, "zeus" (upstream's decisions)
+    # or "lean", with lean's knobs ("gamma=1.5,cap=0"); None: the server's default. Sent only
+    # when set (upstream's server ignores them either way).
+    policy: str | None = None
+    lean: str | None = None
+
+    def dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        for key in ("policy", "lean"):
+            if d[key] is None:
+                del d[key]
+        return d
 
     def __post_init__(self) -> None:
         self.batch_sizes = sorted(int(b) for b in self.batch_sizes)

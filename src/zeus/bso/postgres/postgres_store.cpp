@@ -50,7 +50,7 @@ std::string describe(PGconn* c) {
 
 class Connection final : public SqlSession {
  public:
-  explicit Connection(const std::string& conninfo) : c_(PQconnectdb(conninfo.c_str())) {
+  Connection(const std::string& conninfo, const StoreOptions& options) : c_(connect(conninfo)) {
     if (c_ == nullptr || PQstatus(c_) != CONNECTION_OK) {
       const std::string what = c_ != nullptr ? PQerrorMessage(c_) : "out of memory";
       const std::string where = c_ != nullptr ? describe(c_) : "PostgreSQL";
@@ -64,12 +64,22 @@ class Connection final : public SqlSession {
     // Notices (CREATE ... IF NOT EXISTS skipping) are not news.
     PQsetNoticeProcessor(
         c_, [](void*, const char*) {}, nullptr);
+    // A transaction that holds a job's row too long (a stuck server) fails this one with a
+    // message instead of hanging it.
+    exec(fmt::format("SET lock_timeout = {}", options.lock_wait.count()));
   }
   ~Connection() override { PQfinish(c_); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   const std::string& where() const { return where_; }
+
+  // libpq waits for an unreachable server as long as TCP does: 10 s unless the URL says.
+  static PGconn* connect(const std::string& conninfo) {
+    const char* keys[] = {"connect_timeout", "dbname", nullptr};
+    const char* values[] = {"10", conninfo.c_str(), nullptr};
+    return PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  }
   Dialect dialect() const override { return Dialect::kPostgres; }
   const char* begin_statement() const override { return "BEGIN"; }
 
@@ -134,16 +144,15 @@ class Connection final : public SqlSession {
 
 std::unique_ptr<Store> open_postgres_store(const std::string& conninfo,
                                            const StoreOptions& options) {
-  (void)options;  // row locks wait as long as the holder's transaction: one request
-  auto first = std::make_unique<Connection>(conninfo);
+  auto first = std::make_unique<Connection>(conninfo, options);
   const std::string where = first->where();
   auto pending = std::make_shared<std::unique_ptr<Connection>>(std::move(first));
   return std::make_unique<SqlStore>(
-      [conninfo, pending]() -> std::unique_ptr<SqlSession> {
+      [conninfo, options, pending]() -> std::unique_ptr<SqlSession> {
         if (*pending) {
           return std::move(*pending);  // the connection that named the server above
         }
-        return std::make_unique<Connection>(conninfo);
+        return std::make_unique<Connection>(conninfo, options);
       },
       where, kMigrationLock, /*one_writer_at_a_time=*/false);
 }
