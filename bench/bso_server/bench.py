@@ -25,7 +25,6 @@ import multiprocessing
 import os
 import pwd
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,16 +39,12 @@ ZEUS = BUILD / "apps" / "zeus" / "zeus"
 AS_UID = BUILD / "tests" / "zeus_test_as_uid"
 VENV_PY = REPO / ".venv-bso-zeus016" / "bin" / "python"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+sys.path.insert(0, str(REPO / "bench"))
+from bench_util import free_port  # noqa: E402
 
 # Per epoch of each batch size: (energy J, time s, metric). Cost = 0.5 E + 150 T.
 EPOCH = {8: (1500.0, 1.0, 0.2), 16: (450.0, 1.0, 0.3), 32: (350.0, 1.0, 0.25),
          64: (250.0, 1.0, 0.2), 128: (50.0, 0.5, 0.1)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, timeout_s: float = 60) -> None:
