@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -104,6 +105,11 @@ TEST(LimitsSurvive, EveryWayARunCanDieThenTheNextJobRunsClean) {
           for (int pid : pids) {
             ::kill(pid, SIGSTOP);
           }
+          // Judge the run only once it is frozen: a worker still running could finish restoring
+          // between the look at the limits and its SIGKILL (seen once in CI).
+          ASSERT_TRUE(test::eventually(
+              [&] { return std::ranges::all_of(pids, test::stopped_or_gone); }, 30s))
+              << how << ": SIGSTOP did not stop " << ::testing::PrintToString(pids);
           if (std::min(nvml.limit_mw(0), nvml.limit_mw(1)) < kSiteLimitMw) {
             break;
           }

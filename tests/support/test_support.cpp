@@ -322,6 +322,19 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& argv, int world,
   return results;
 }
 
+namespace {
+
+// The state letter of /proc/<pid>[/task/<tid>]/stat; '\0' when it cannot be read.
+char proc_state(const std::filesystem::path& stat_path) {
+  std::ifstream stat(stat_path);
+  std::string st;
+  std::getline(stat, st);
+  const size_t close = st.rfind(')');
+  return close != std::string::npos && close + 2 < st.size() ? st[close + 2] : '\0';
+}
+
+}  // namespace
+
 std::vector<int> marked(const std::string& mark) {
   std::vector<int> pids;
   const std::string needle = "ZEUS_TEST_MARK=" + mark + '\0';
@@ -333,16 +346,24 @@ std::vector<int> marked(const std::string& mark) {
     std::ifstream environ(entry.path() / "environ", std::ios::binary);
     const std::string env((std::istreambuf_iterator<char>(environ)),
                           std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string st;
-    std::getline(stat, st);
-    const size_t close = st.rfind(')');
-    const bool zombie = close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z';
+    const bool zombie = proc_state(entry.path() / "stat") == 'Z';
     if (!zombie && env.find(needle) != std::string::npos) {
       pids.push_back(std::stoi(name));
     }
   }
   return pids;
+}
+
+bool stopped_or_gone(int pid) {
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(tasks, ec), end; !ec && it != end; it.increment(ec)) {
+    const char state = proc_state(it->path() / "stat");
+    if (state != '\0' && state != 'T' && state != 't' && state != 'Z' && state != 'X') {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string new_mark() {

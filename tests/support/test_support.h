@@ -92,6 +92,9 @@ class FakeNvml {
 std::vector<int> marked(const std::string& mark);
 // A fresh mark for ZEUS_TEST_MARK.
 std::string new_mark();
+// Whether every thread of `pid` is stopped (SIGSTOP took effect: kill() only queues it, and a
+// thread on another core runs on for a moment), or the process is gone or a zombie.
+bool stopped_or_gone(int pid);
 
 // Polls `pred` every 20 ms until it holds or `timeout` passed; its last answer.
 bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout);
