@@ -191,6 +191,20 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                        "Tries per recurrence before giving up (0: batch sizes + 1)");
   tune_cmd->add_option("--log-dir", tune.log_dir, "Results, history (resumable)")
       ->capture_default_str();
+  tune_cmd->add_option("--server", tune.server_url,
+                       "Batch-size service (zeus bso-server) that decides for every tuner of the "
+                       "job, e.g. http://127.0.0.1:8000");
+  tune_cmd->add_option("--job-id", tune.job_id, "The job's name at the service (with --server)");
+  tune_cmd->add_option("--target-metric", tune.target_metric,
+                       "The metric a try must reach (with --server; passed as ZEUS_TARGET_METRIC)");
+  tune_cmd->add_flag("--lower-is-better", tune.lower_is_better,
+                     "The metric is a loss or an error (with --server)");
+  tune_cmd->add_option("--gpus", tune.gpus,
+                       "With --server: the job's GPUs (default: this machine's)");
+  tune_cmd->add_option("--gpu-model", tune.gpu_model,
+                       "With --server: their model (default: this machine's)");
+  tune_cmd->add_option("--gpu-max-power-w", tune.gpu_max_power_w,
+                       "With --server: their maximum power limit in W (default: this machine's)");
   add_duration(tune_cmd, "--grace-period", tune.grace_period,
                "After a stop signal is passed on to the command's process group, how long it has "
                "before SIGKILL (default 60s, longer than zeus run's own)");

@@ -80,6 +80,16 @@ class Job {
       : collectives_(std::make_unique<PythonCollectives>(std::move(collectives))) {
     const auto resolved = job::resolve_job_options(options, max_epochs, per_rank_batch_size,
                                                    collectives_->ranks().world_size);
+    if (resolved.service) {
+      // The PyTorch loader's batch size is fixed before the job exists: it cannot run at the
+      // service's (docs/bso-server.md).
+      throw ConfigError(fmt::format(
+          "ZEUS_BSO_SERVER_URL is set ({}), but zeus_cpp's ZeusDataLoader does not take its batch "
+          "size from the batch-size service: ask it with "
+          "zeus_cpp.optimizer.batch_size.BatchSizeOptimizer and build the loader with its batch "
+          "size, or unset ZEUS_BSO_SERVER_URL",
+          resolved.service->url));
+    }
     job_ = std::make_unique<job::EnergyJob>(resolved, *collectives_, std::move(device));
   }
 

@@ -270,6 +270,15 @@ def test_the_target_metric_is_required(job_env: Path, monkeypatch: pytest.Monkey
         ZeusDataLoader(dataset(), batch_size=2, max_epochs=1)
 
 
+def test_the_batch_size_service_is_refused_with_what_to_do(job_env: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The PyTorch loader's batch size is fixed before its job: it cannot run at the service's.
+    monkeypatch.setenv("ZEUS_BSO_SERVER_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("ZEUS_BSO_BATCH_SIZES", "2,4")
+    with pytest.raises(zeus_cpp.ConfigError, match="BatchSizeOptimizer"):
+        ZeusDataLoader(dataset(), batch_size=2, max_epochs=1)
+
+
 @pytest.mark.parametrize("name,value,expected", [
     ("ZEUS_ETA_KNOB", "1.5", r"ZEUS_ETA_KNOB.*1\.5.*\[0, 1\]"),
     ("ZEUS_ETA_KNOB", "half", "ZEUS_ETA_KNOB='half' is not a number"),

@@ -46,8 +46,12 @@ class Side:
 
     def next(self, job_id: str) -> dict[str, Any]:
         status, body = self.call("GET", "/jobs/batch_size", params={"job_id": job_id})
-        self.log[-1].append(body)
-        return body
+        # Upstream's TrialId; zeus-cpp's extra fields (cost_threshold, epoch_cap), which
+        # upstream's client ignores, are checked by tests/bso_client_test.cpp.
+        trial_id = ("job_id", "batch_size", "trial_number")
+        is_trial = isinstance(body, dict) and "trial_number" in body
+        self.log[-1].append({k: body[k] for k in trial_id} if is_trial else body)
+        return {k: body[k] for k in trial_id} if is_trial else body
 
     def train(self, trial: dict[str, Any]) -> None:
         """Reports epoch after epoch until told to stop; logs each answer's flags."""

@@ -141,7 +141,7 @@ std::optional<Service::Registered> Service::try_register(JobSpecRequest request)
   return Registered{params, true};
 }
 
-TrialKey Service::next_batch_size(const std::string& job_id) {
+TrialGrant Service::next_batch_size(const std::string& job_id) {
   auto tx = store_.begin();
   auto job = tx->lock_job(job_id);
   if (!job) {
@@ -159,6 +159,7 @@ TrialKey Service::next_batch_size(const std::string& job_id) {
       }
     }
   }
+  bool job_changed = false;
   Trial trial;
   trial.trial_number = next_trial_number(*job);
   trial.start = now;
@@ -176,18 +177,29 @@ TrialKey Service::next_batch_size(const std::string& job_id) {
         tx->put_arm(job_id, arm, job->arms[arm]);
       }
       job->stage = Stage::kMab;
+      job_changed = true;
     }
   }
   if (job->stage == Stage::kMab) {
     JobRng rng(*job);
     trial.type = TrialType::kMab;
     trial.batch_size = optimize::bso::predict_mab(*job, rng.get());
-    job->rng_state = rng.state();
-    tx->update_job(*job);
+    if (auto state = rng.state(); state != job->rng_state) {
+      job->rng_state = std::move(state);
+      job_changed = true;
+    }
+  }
+  if (job_changed) {
+    tx->update_job(*job);  // the stage, or a seeded job's generator; else the row stays as it is
   }
   tx->insert_trial(job_id, trial);
   tx->commit();
-  return {job_id, trial.batch_size, trial.trial_number};
+  TrialGrant grant{.key = {job_id, trial.batch_size, trial.trial_number},
+                   .epoch_cap = trial.epoch_cap};
+  if (job->params.beta_knob && job->min_cost) {
+    grant.cost_threshold = *job->params.beta_knob * *job->min_cost;
+  }
+  return grant;
 }
 
 ReportDecision Service::report(const std::string& job_id, const optimize::bso::Report& report) {
@@ -258,7 +270,7 @@ http::Response Service::handle(const http::Request& r) {
       return http::Response::json(200, "null");
     }
     if (r.path == "/jobs/batch_size" && r.method == "GET") {
-      return http::Response::json(200, trial_id_json(next_batch_size(required_job_id(r))));
+      return http::Response::json(200, trial_grant_json(next_batch_size(required_job_id(r))));
     }
     if (r.path == "/report" && r.method == "POST") {
       const auto [job_id, result] = parse_training_result(r.body);

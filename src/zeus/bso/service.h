@@ -8,7 +8,7 @@
 #include <random>
 
 #include "zeus/bso/store.h"
-#include "zeus/bso/wire.h"
+#include "zeus/bso_client/wire.h"
 #include "zeus/http/server.h"
 
 namespace zeus::bso {
@@ -41,7 +41,7 @@ class Service {
     bool created;
   };
   Registered register_job(JobSpecRequest request);
-  TrialKey next_batch_size(const std::string& job_id);
+  TrialGrant next_batch_size(const std::string& job_id);
   optimize::bso::ReportDecision report(const std::string& job_id,
                                        const optimize::bso::Report& report);
   void end_trial(const TrialKey& key);

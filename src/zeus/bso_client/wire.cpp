@@ -1,9 +1,11 @@
-#include "zeus/bso/wire.h"
+#include "zeus/bso_client/wire.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "zeus/common/parse.h"
 
@@ -203,7 +205,9 @@ std::pair<std::string, Report> parse_training_result(std::string_view body) {
   return {k.job_id, r};
 }
 
-std::string job_spec_json(const JobParams& p) {
+namespace {
+
+nlohmann::ordered_json job_spec_object(const JobParams& p, bool with_policy) {
   nlohmann::ordered_json j;
   j["max_power"] = p.max_power_w;
   j["number_of_gpus"] = p.number_of_gpus;
@@ -223,19 +227,112 @@ std::string job_spec_json(const JobParams& p) {
   j["mab_prior_precision"] = p.mab_prior_precision;
   j["mab_num_explorations"] = p.mab_num_explorations;
   j["mab_seed"] = p.mab_seed ? nlohmann::ordered_json(*p.mab_seed) : nullptr;
-  // zeus-cpp's; upstream's client ignores fields it does not know.
-  j["policy"] = std::string(optimize::to_string(p.policy.policy));
-  j["lean"] = p.policy.policy == optimize::BsoPolicy::kLean ? optimize::to_string(p.policy.lean)
-                                                            : std::string();
-  return j.dump();
+  // zeus-cpp's; upstream's client and server ignore fields they do not know.
+  if (with_policy) {
+    j["policy"] = std::string(optimize::to_string(p.policy.policy));
+    j["lean"] = p.policy.policy == optimize::BsoPolicy::kLean ? optimize::to_string(p.policy.lean)
+                                                              : std::string();
+  }
+  return j;
 }
 
-std::string trial_id_json(const TrialKey& k) {
+}  // namespace
+
+std::string job_spec_json(const JobParams& p) {
+  return job_spec_object(p, true).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string job_spec_request_json(const JobSpecRequest& r) {
+  nlohmann::ordered_json j = job_spec_object(r.params, r.policy_given);
+  if (r.params.job_id.empty()) {
+    j.erase("job_id");  // the service generates one from the prefix
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+nlohmann::ordered_json trial_key_object(const TrialKey& k) {
   nlohmann::ordered_json j;
   j["job_id"] = k.job_id;
   j["batch_size"] = k.batch_size;
   j["trial_number"] = k.trial_number;
+  return j;
+}
+
+}  // namespace
+
+std::string trial_id_json(const TrialKey& k) {
+  return trial_key_object(k).dump();
+}
+
+std::string trial_grant_json(const TrialGrant& g) {
+  nlohmann::ordered_json j = trial_key_object(g.key);
+  if (g.cost_threshold) {
+    j["cost_threshold"] = *g.cost_threshold;
+  }
+  if (g.epoch_cap) {
+    j["epoch_cap"] = *g.epoch_cap;
+  }
   return j.dump();
+}
+
+TrialGrant parse_trial_grant(std::string_view body) {
+  const json j = parse_object(body);
+  TrialGrant g{.key = read_trial_key(j)};
+  read_optional(j, "cost_threshold", g.cost_threshold, as_float);
+  read_optional(j, "epoch_cap", g.epoch_cap, as_int);
+  return g;
+}
+
+ReportAnswer parse_report_answer(std::string_view body) {
+  const json j = parse_object(body);
+  ReportAnswer a;
+  read(j, "stop_train", a.stop_train, as_bool, true);
+  read(j, "converged", a.converged, as_bool, true);
+  read(j, "message", a.message, as_string, true);
+  return a;
+}
+
+std::string training_result_json(const std::string& job_id, const Report& r) {
+  nlohmann::ordered_json j = trial_key_object({job_id, r.batch_size, r.trial_number});
+  j["time"] = r.time_s;
+  j["energy"] = r.energy_j;
+  j["metric"] = r.metric;
+  j["current_epoch"] = r.current_epoch;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string error_text(std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    return j["message"].get<std::string>();
+  }
+  if (j.is_object() && j.contains("detail")) {
+    const json& d = j["detail"];
+    if (d.is_string()) {
+      return d.get<std::string>();
+    }
+    std::string out;
+    for (const json& e : d.is_array() ? d : json::array()) {
+      std::vector<std::string> loc;
+      for (const json& part : e.value("loc", json::array())) {
+        if (part != "body" && part != "query") {
+          loc.push_back(part.is_string() ? part.get<std::string>() : part.dump());
+        }
+      }
+      const std::string where = fmt::format("{}", fmt::join(loc, "."));
+      const std::string msg = e.value("msg", std::string("invalid"));
+      // zeus-cpp's messages name the field already; pydantic's do not.
+      const bool named = where.empty() || msg.starts_with(where + ":");
+      out += fmt::format("{}{}{}", out.empty() ? "" : "; ", named ? "" : where + ": ", msg);
+    }
+    if (!out.empty()) {
+      return out;
+    }
+  }
+  constexpr size_t kMax = 300;
+  return body.size() <= kMax ? std::string(body) : std::string(body.substr(0, kMax)) + "...";
 }
 
 std::string report_response_json(bool stop_train, bool converged, const std::string& message) {

@@ -16,6 +16,8 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvZeusdHostPort,
                                    kEnvZeusdToken,
                                    kEnvBsoDatabaseUrl,
+                                   kEnvBsoServerUrl,
+                                   kEnvBsoBatchSizes,
                                    kEnvTraceDir,
                                    kEnvSimGpus,
                                    kEnvSimState,

@@ -32,6 +32,14 @@ inline constexpr EnvVar kEnvZeusdToken{"ZEUSD_TOKEN", "",
 inline constexpr EnvVar kEnvBsoDatabaseUrl{
     "ZEUS_BSO_DATABASE_URL", "sqlite:///zeus_bso.db",
     "Database of zeus bso-server when --database is not given (sqlite:/// or postgresql://)"};
+// zeus-cpp's: a train loader's batch size from the service (job/batch_size_trial.h).
+inline constexpr EnvVar kEnvBsoServerUrl{
+    "ZEUS_BSO_SERVER_URL", "",
+    "Batch-size service (zeus bso-server) the train loader asks for its batch size, e.g. "
+    "http://127.0.0.1:8000"};
+inline constexpr EnvVar kEnvBsoBatchSizes{
+    "ZEUS_BSO_BATCH_SIZES", "",
+    "Global batch sizes the service chooses from (\"32,64,128\") when the program names none"};
 inline constexpr EnvVar kEnvTraceDir{
     "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
 inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",

@@ -96,6 +96,9 @@ std::map<std::string, std::string> JobEnv::to_env() const {
   if (max_epochs) {
     env[key(kEnvMaxEpochs)] = std::to_string(*max_epochs);
   }
+  if (target_metric) {
+    env[key(kEnvTargetMetric)] = fmt::format("{}", *target_metric);
+  }
   return env;
 }
 

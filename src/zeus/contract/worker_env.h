@@ -56,6 +56,7 @@ struct JobEnv {
   std::optional<double> eta;                     // ZEUS_ETA_KNOB
   std::optional<double> cost_threshold;          // ZEUS_COST_THRESH (infinity: "inf")
   std::optional<int> max_epochs;                 // ZEUS_MAX_EPOCHS
+  std::optional<double> target_metric;           // ZEUS_TARGET_METRIC
 
   std::map<std::string, std::string> to_env() const;
 };

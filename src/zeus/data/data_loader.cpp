@@ -360,8 +360,11 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
                                                   .drop_last = m.o.drop_last});
   }
   const int64_t per_rank = m.sampler->num_samples();
-  m.batches =
-      m.o.drop_last ? per_rank / m.o.batch_size : (per_rank + m.o.batch_size - 1) / m.o.batch_size;
+  const auto count_batches = [&] {
+    m.batches = m.o.drop_last ? per_rank / m.o.batch_size
+                              : (per_rank + m.o.batch_size - 1) / m.o.batch_size;
+  };
+  count_batches();
   if (m.train) {
     if (m.batches < 1) {
       throw ConfigError(fmt::format(
@@ -375,6 +378,17 @@ DataLoader::DataLoader(std::shared_ptr<BatchDataset> dataset, DataLoaderOptions 
     const job::ResolvedJobOptions resolved =
         job::resolve_job_options(m.o.job, *m.o.max_epochs, m.o.batch_size, m.world_size);
     m.job = std::make_shared<job::EnergyJob>(resolved, *m.collectives, rank_device(cuda, ctx));
+    // With a batch-size service the job runs at the size it was handed (the same on every rank).
+    if (const int64_t handed = m.job->options().per_rank_batch_size; handed != m.o.batch_size) {
+      m.o.batch_size = handed;
+      count_batches();
+      if (m.batches < 1) {
+        throw ConfigError(fmt::format(
+            "train loader: {} samples per rank make no batch of {} (drop_last), the size the "
+            "batch-size service handed out; drop it from the service's batch sizes",
+            per_rank, m.o.batch_size));
+      }
+    }
     m.pairing_id = pairing().add_train(m.job);
   } else {
     m.pairing_id = pairing().add_eval();
@@ -490,6 +504,10 @@ bool DataLoader::is_train() const {
 int64_t DataLoader::batches_per_epoch() const {
   return impl_->batches;
 }
+int64_t DataLoader::batch_size() const {
+  return impl_->o.batch_size;
+}
+
 int64_t DataLoader::global_batch_size() const {
   return impl_->o.batch_size * impl_->world_size;
 }

@@ -66,7 +66,10 @@ enum class Distributed {
 };
 
 struct DataLoaderOptions {
-  int64_t batch_size = 0;         // per rank; the global batch size (x world) names the files
+  // Per rank; the global batch size (x world) names the files. With a batch-size service
+  // (job.batch_size_service, ZEUS_BSO_SERVER_URL) the train loader runs at the size the service
+  // hands out, and this one x world is the job's default there unless the options name one.
+  int64_t batch_size = 0;
   std::optional<int> max_epochs;  // set: the train loader; unset: the eval loader
   Distributed distributed = Distributed::kNone;
   std::optional<bool> shuffle;  // default: the train loader shuffles, the eval loader does not
@@ -148,6 +151,7 @@ class DataLoader {
 
   bool is_train() const;
   int64_t batches_per_epoch() const;
+  int64_t batch_size() const;  // per rank: the options', or the batch-size service's
   int64_t global_batch_size() const;
   // Train loader only.
   job::EnergyJob& job();

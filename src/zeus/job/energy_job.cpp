@@ -13,6 +13,7 @@
 #include "zeus/common/power.h"
 #include "zeus/common/units.h"
 #include "zeus/contract/run_files.h"
+#include "zeus/job/batch_size_trial.h"
 #include "zeus/job/job_core.h"
 #include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
@@ -66,6 +67,14 @@ class EnergyJob::Impl {
     const LimitRangeMessage limits = LimitRangeMessage::decode(range);
     range_ = limits.range;
     current_limit_mw_ = o_.measure_only ? limits.current_limit_mw : range_.max_mw;
+    if (o_.service) {
+      device::GpuSet* set = gpus_->gpu_set();
+      take_service_trial(o_, coll_,
+                         {.max_power_w = mw_to_w(range_.max_mw) * ranks_.world_size,
+                          .count = ranks_.world_size,
+                          .model = set != nullptr ? set->name(gpus_->owned().front()) : o_.device},
+                         trial_);
+    }
     core_.emplace(o_, ranks_, range_);
     progress_on_ = o_.progress_bar && ranks_.is_master();
     if (o_.measure_only) {
@@ -162,8 +171,12 @@ class EnergyJob::Impl {
     using Code = DecisionMessage::Code;
     std::vector<double> d(DecisionMessage::kSize, 0.0);
     if (ranks_.is_master()) {
-      d = core_->decide(epoch_, metric_, o_.higher_is_better, profile_view(), current_limit_mw_)
-              .encode();
+      DecisionMessage decision =
+          core_->decide(epoch_, metric_, o_.higher_is_better, profile_view(), current_limit_mw_);
+      if (trial_ && epoch_ >= 0 && metric_) {
+        consult_service(*trial_, *core_, epoch_ + 1, *metric_, decision);
+      }
+      d = decision.encode();
     }
     coll_.broadcast(d, 0);
     const DecisionMessage decision = DecisionMessage::decode(d);
@@ -180,7 +193,7 @@ class EnergyJob::Impl {
                                                  : StopReason::kCostThreshold);
     if (decision.code == Code::kCostThreshold) {
       throw optimize::CostThresholdExceeded(decision.forecast, core_->total_energy_j(),
-                                            core_->total_time_s(), o_.cost_threshold);
+                                            core_->total_time_s(), decision.threshold);
     }
     return std::nullopt;
   }
@@ -418,6 +431,9 @@ class EnergyJob::Impl {
       std::fprintf(stderr, "zeus: %s\n", contract::summary_line(r).c_str());
       std::fflush(stderr);
     }
+    if (trial_) {
+      trial_->end();  // the service did not end it: the job stopped itself
+    }
     limits_->restore();
   }
 
@@ -457,6 +473,7 @@ class EnergyJob::Impl {
   PowerLimitRange range_;               // the global master's GPUs'
   std::optional<JobCore> core_;         // the ledger and the decisions
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
+  std::unique_ptr<BatchSizeTrial> trial_;  // the global master's, with a batch-size service
   bool profile_loaded_ = false;
   bool profile_saved_ = false;
   int64_t current_limit_mw_ = 0;

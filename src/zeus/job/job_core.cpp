@@ -57,6 +57,7 @@ DecisionMessage JobCore::decide(int epoch, std::optional<double> metric, bool hi
         optimize::forecast_next_epoch(cost_, forecast_inputs(profile, current_limit_mw));
     if (optimize::reaches_threshold(decision.forecast, o_.cost_threshold)) {
       decision.code = Code::kCostThreshold;
+      decision.threshold = o_.cost_threshold;
     }
   }
   return decision;

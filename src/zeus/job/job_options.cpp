@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
@@ -39,6 +40,59 @@ std::optional<T> pick(const std::optional<T>& code, const EnvVar& var, Parse par
     return std::nullopt;
   }
   return parse(std::string(var.default_value));
+}
+
+// The service's job: its id is the job's (a recurring job keeps its ZEUS_JOB_ID), the knobs are
+// the job's own, so that the service decides on the numbers this job measures.
+std::optional<ResolvedService> resolve_service(const BatchSizeServiceOptions& o,
+                                               const ResolvedJobOptions& r, int world_size) {
+  const std::optional<std::string> url = o.url ? o.url : get_env(kEnvBsoServerUrl);
+  if (!url || url->empty()) {
+    return std::nullopt;
+  }
+  ResolvedService s;
+  s.url = *url;
+  optimize::bso::JobParams& p = s.params;
+  p.batch_sizes = o.batch_sizes;
+  if (p.batch_sizes.empty()) {
+    const auto text = get_env(kEnvBsoBatchSizes);
+    for (const auto& word : text ? split(*text, ',') : std::vector<std::string>{}) {
+      const auto bs = parse_number<int64_t>(word);
+      if (!bs || *bs < 1) {
+        throw ConfigError(fmt::format("{}='{}': '{}' is not a positive batch size",
+                                      kEnvBsoBatchSizes.name, *text, word));
+      }
+      p.batch_sizes.push_back(*bs);
+    }
+  }
+  if (p.batch_sizes.empty()) {
+    throw ConfigError(fmt::format(
+        "the batch-size service ({}) needs the batch sizes to choose from: set "
+        "JobOptions::batch_size_service.batch_sizes or {}, e.g. {}=32,64,128 (global sizes)",
+        s.url, kEnvBsoBatchSizes.name, kEnvBsoBatchSizes.name));
+  }
+  for (int64_t bs : p.batch_sizes) {
+    if (bs < 1 || bs % world_size != 0) {
+      throw ConfigError(fmt::format(
+          "the batch-size service's batch size {} does not split over {} ranks: the sizes are "
+          "global, each a multiple of the world size",
+          bs, world_size));
+    }
+  }
+  p.default_batch_size = o.default_batch_size.value_or(r.global_batch_size);
+  p.job_id = r.job_id;
+  p.job_id_prefix = r.job_id;
+  p.eta_knob = r.eta;
+  p.beta_knob = o.beta;
+  p.target_metric = r.target_metric;
+  p.higher_is_better_metric = r.higher_is_better;
+  p.max_epochs = r.max_epochs;
+  p.mab_seed = o.mab_seed;
+  s.policy_given = o.policy.has_value();
+  if (o.policy) {
+    p.policy = optimize::parse_policy_choice(*o.policy, o.lean);
+  }
+  return s;
 }
 
 }  // namespace
@@ -158,6 +212,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   }
   r.monitor_period = o.monitor_period;
   r.progress_bar = o.progress_bar.value_or(isatty(STDERR_FILENO) == 1);
+  r.service = resolve_service(o.batch_size_service, r, world_size);
   return r;
 }
 

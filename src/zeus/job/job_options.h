@@ -8,11 +8,28 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/optimize/bso_server_rules.h"
 #include "zeus/optimize/power_profile.h"
 
 namespace zeus::job {
+
+// The batch-size service (`zeus bso-server`, or Zeus 0.16's server; docs/bso-server.md): with a
+// URL, the train loader's global batch size is the one the service hands out for this job (its
+// job id), and each epoch's totals and metric go back to it (job/batch_size_trial.h).
+struct BatchSizeServiceOptions {
+  std::optional<std::string> url;             // ZEUS_BSO_SERVER_URL; unset: no service
+  std::vector<int64_t> batch_sizes;           // global sizes to choose from; ZEUS_BSO_BATCH_SIZES
+  std::optional<int64_t> default_batch_size;  // default: the loader's batch size x world size
+  std::optional<double> beta = 2.0;           // stop at beta x the job's best cost; nullopt: never
+  std::optional<int64_t> mab_seed;            // the service's bandit seed (reproducible draws)
+  // zeus-cpp's service only: the job's policy (zeus | lean) and lean's knobs; unset: the
+  // server's --policy.
+  std::optional<std::string> policy;
+  std::string lean;
+};
 
 struct JobOptions {
   // Unset fields take their ZEUS_* variable, then the default.
@@ -33,6 +50,15 @@ struct JobOptions {
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
   std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
+  BatchSizeServiceOptions batch_size_service;
+};
+
+// The service's job as the loader registers it; the GPU fields (max power, count, model) are
+// the job's to fill in once it has opened its GPUs.
+struct ResolvedService {
+  std::string url;
+  optimize::bso::JobParams params;
+  bool policy_given = false;
 };
 
 struct ResolvedJobOptions {
@@ -57,7 +83,8 @@ struct ResolvedJobOptions {
   bool progress_bar = false;
   int max_epochs = 0;
   int64_t per_rank_batch_size = 0;
-  int64_t global_batch_size = 0;  // per rank x world size: names the job's files
+  int64_t global_batch_size = 0;           // per rank x world size: names the job's files
+  std::optional<ResolvedService> service;  // set: the batch size comes from the service
 };
 
 // Throws ConfigError naming the option (and its variable), the value and what is accepted.

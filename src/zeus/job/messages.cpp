@@ -31,6 +31,24 @@ LimitRangeMessage LimitRangeMessage::decode(std::span<const double> v) {
   return {{static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1])}, static_cast<int64_t>(v[2])};
 }
 
+std::vector<double> GrantMessage::encode() const {
+  return {static_cast<double>(global_batch_size), cost_threshold.value_or(std::nan("")),
+          static_cast<double>(epoch_cap.value_or(0))};
+}
+
+GrantMessage GrantMessage::decode(std::span<const double> v) {
+  check_size(v, kSize, "the batch-size grant message");
+  GrantMessage m;
+  m.global_batch_size = static_cast<int64_t>(v[0]);
+  if (!std::isnan(v[1])) {
+    m.cost_threshold = v[1];
+  }
+  if (v[2] > 0) {
+    m.epoch_cap = static_cast<int64_t>(v[2]);
+  }
+  return m;
+}
+
 std::vector<double> WindowMessage::contribution(const RankInfo& ranks, double elapsed_s,
                                                 double node_energy_j) {
   std::vector<double> v(static_cast<size_t>(ranks.world_size) + 1, 0.0);
@@ -71,8 +89,13 @@ EpochMessage EpochMessage::decode(std::span<const double> v, int world_size) {
 }
 
 std::vector<double> DecisionMessage::encode() const {
-  return {static_cast<double>(code), forecast.next_time_s,    forecast.next_energy_j,
-          forecast.cost_so_far,      forecast.predicted_cost, metric.value_or(std::nan(""))};
+  return {static_cast<double>(code),
+          forecast.next_time_s,
+          forecast.next_energy_j,
+          forecast.cost_so_far,
+          forecast.predicted_cost,
+          metric.value_or(std::nan("")),
+          threshold};
 }
 
 DecisionMessage DecisionMessage::decode(std::span<const double> v) {
@@ -90,6 +113,7 @@ DecisionMessage DecisionMessage::decode(std::span<const double> v) {
   if (!std::isnan(v[5])) {
     d.metric = v[5];
   }
+  d.threshold = v[6];
   return d;
 }
 

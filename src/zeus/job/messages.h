@@ -4,7 +4,8 @@
 //
 // The protocol (Note [job protocol]): every rank calls the same collectives in the same order.
 //  1. Construction: rank 0 broadcasts LimitRangeMessage (its GPUs' range; measuring only, the
-//     limit they run at). Then the saved power profile is shared (profile_exchange.h).
+//     limit they run at). With a batch-size service, rank 0 broadcasts GrantMessage (the trial it
+//     was handed). Then the saved power profile is shared (profile_exchange.h).
 //  2. Each limit the profiler sets: a barrier before it (every rank's steps so far are settled at
 //     the old limit) and after it (no rank steps on at the old limit).
 //     Each profiling window: barrier (an all-reduce of one zero) before and after its start;
@@ -60,6 +61,18 @@ struct ProfileMessage {
                                        int64_t global_batch_size);
 };
 
+// 1c. With a batch-size service, broadcast by rank 0 before 1b: [global batch size,
+// cost threshold (NaN: none), epoch cap (0: none)] (Note [service trial], batch_size_trial.h).
+struct GrantMessage {
+  int64_t global_batch_size = 0;
+  std::optional<double> cost_threshold;
+  std::optional<int64_t> epoch_cap;
+
+  static constexpr size_t kSize = 3;
+  std::vector<double> encode() const;
+  static GrantMessage decode(std::span<const double> v);
+};
+
 // 2. All-reduced: [elapsed_s of rank 0 .. rank W-1, node energy_j (local masters add theirs)].
 struct WindowMessage {
   double max_elapsed_s = 0;  // the window's time: its slowest rank's
@@ -91,14 +104,17 @@ struct EpochMessage {
 };
 
 // 3b. Broadcast by rank 0: [code, next_time_s, next_energy_j, cost_so_far, predicted_cost,
-// metric (NaN: none)].
+// metric (NaN: none), threshold].
 struct DecisionMessage {
   enum class Code { kContinue = 0, kTargetReached = 1, kMaxEpochs = 2, kCostThreshold = 3 };
   Code code = Code::kContinue;
   optimize::EpochForecast forecast;
   std::optional<double> metric;
+  // kCostThreshold: the threshold that stopped the job (the job's, or the batch-size service's
+  // bound when the service stopped it).
+  double threshold = 0;
 
-  static constexpr size_t kSize = 6;
+  static constexpr size_t kSize = 7;
   std::vector<double> encode() const;
   // Throws DistError for a code no rank 0 sends (a corrupted broadcast).
   static DecisionMessage decode(std::span<const double> v);

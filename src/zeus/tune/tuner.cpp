@@ -22,6 +22,7 @@
 #include "zeus/contract/worker_env.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/process/child.h"
+#include "zeus/tune/try_source.h"
 
 namespace zeus::tune {
 
@@ -49,6 +50,9 @@ std::string to_json_line(const TuneTry& t) {
   if (t.epoch_cap > 0) {
     j["epoch_cap"] = t.epoch_cap;
   }
+  if (t.trial_number > 0) {
+    j["trial_number"] = t.trial_number;
+  }
   return j.dump() + "\n";
 }
 
@@ -74,6 +78,7 @@ TuneTry tune_try_from_json_line(std::string_view line, std::string_view where) {
     t.recurrence_cost = j.value("recurrence_cost", 0.0);
     t.policy = j.value("policy", std::string());
     t.epoch_cap = static_cast<int>(json_int(j.value("epoch_cap", json(0)), "epoch_cap"));
+    t.trial_number = json_int(j.value("trial_number", json(0)), "trial_number");
     return t;
   } catch (const json::exception& e) {
     throw ConfigError(fmt::format("{}: not a tune try record: {}", where, e.what()));
@@ -128,28 +133,24 @@ std::string policy_label(const TuneOptions& o) {
 
 namespace {
 
-optimize::BatchSizeOptimizerOptions optimizer_options(const TuneOptions& o) {
-  const optimize::PolicyChoice choice = optimize::parse_policy_choice(o.policy, o.lean);
-  return {.batch_sizes = o.batch_sizes,
-          .default_batch_size = o.default_batch_size,
-          .beta = o.beta,
-          .seed = o.seed,
-          .window = o.window,
-          .policy = choice.policy,
-          .lean = choice.lean};
-}
-
 json options_json(const TuneOptions& o) {
-  return {{"batch_sizes", o.batch_sizes},
-          {"default_batch_size", o.default_batch_size},
-          {"eta", o.eta},
-          {"beta", o.beta},
-          {"seed", o.seed},
-          {"window", o.window},
-          {"lr_scaling", o.lr_scaling},
-          {"default_lr", o.default_lr},
-          {"command", o.command},
-          {"policy", policy_label(o)}};
+  json j{{"batch_sizes", o.batch_sizes},
+         {"default_batch_size", o.default_batch_size},
+         {"eta", o.eta},
+         {"beta", o.beta},
+         {"seed", o.seed},
+         {"window", o.window},
+         {"lr_scaling", o.lr_scaling},
+         {"default_lr", o.default_lr},
+         {"command", o.command},
+         {"policy", policy_label(o)}};
+  if (!o.server_url.empty()) {
+    j["server"] = o.server_url;
+    j["job_id"] = o.job_id;
+    j["target_metric"] = *o.target_metric;
+    j["lower_is_better"] = o.lower_is_better;
+  }
+  return j;
 }
 
 void validate(const TuneOptions& o) {
@@ -178,6 +179,20 @@ void validate(const TuneOptions& o) {
   if (o.command.empty()) {
     throw ConfigError(
         "no command: write it after --, e.g. zeus tune ... -- ./train --batch-size {bs}");
+  }
+  if (!o.server_url.empty()) {
+    if (o.job_id.empty() || o.job_id.find('/') != std::string::npos) {
+      throw ConfigError(
+          "--server needs --job-id: the name the service keeps the job under, the same for "
+          "every tuner of the job (no '/')");
+    }
+    if (!o.target_metric || !std::isfinite(*o.target_metric)) {
+      throw ConfigError(
+          "--server needs --target-metric: the service judges each try's metric against it (the "
+          "command gets it as ZEUS_TARGET_METRIC)");
+    }
+  } else if (!o.job_id.empty() || o.target_metric) {
+    throw ConfigError("--job-id and --target-metric are for --server (the batch-size service)");
   }
   // The optimizer checks the list, the default, beta and the policy's knobs.
   optimize::BatchSizeOptimizer check(optimizer_options(o));
@@ -287,13 +302,9 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
     } else {
       write_file_atomic(options_path, options.dump(2) + "\n");
     }
-    optimize::BatchSizeOptimizer optimizer(optimizer_options(o));
     const std::string policy = options["policy"].get<std::string>();
-    std::vector<optimize::BatchSizeObservation> history;
-    for (const auto& t : tries) {
-      history.push_back({t.batch_size, t.cost, t.reached, t.recurrence_cost, t.num_epochs});
-    }
-    optimizer.replay(history);
+    const std::unique_ptr<TrySource> source =
+        o.server_url.empty() ? local_source(o, tries) : service_source(o);
 
     int rec = 0;
     int attempt = 0;
@@ -322,14 +333,15 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
       TuneTry t;
       t.recurrence = rec;
       t.attempt = attempt;
-      const bool pruning = optimizer.pruning();
-      t.batch_size = optimizer.next_batch_size();
+      const PlannedTry plan = source->next();
+      t.batch_size = plan.batch_size;
       t.lr = scaled_lr(o, t.batch_size);
       t.seed = o.seed + static_cast<uint64_t>(rec);
       t.job_id = fmt::format("rec{:03}+try{}", rec, attempt);
-      t.cost_threshold = optimizer.cost_threshold();
+      t.cost_threshold = plan.cost_threshold;
       t.policy = policy;
-      t.epoch_cap = static_cast<int>(optimizer.epoch_cap().value_or(0));
+      t.epoch_cap = plan.epoch_cap;
+      t.trial_number = plan.trial_number;
       for (const auto& stale : result_files(o.log_dir, t.job_id)) {
         fs::remove(stale);  // left by a try that was killed before it was recorded
       }
@@ -338,14 +350,17 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
           .job_id = t.job_id,
           .eta = o.eta,
           .cost_threshold = t.cost_threshold,
-          .max_epochs = t.epoch_cap > 0 ? std::optional<int>(t.epoch_cap) : std::nullopt};
+          .max_epochs = t.epoch_cap > 0 ? std::optional<int>(t.epoch_cap) : std::nullopt,
+          .target_metric = o.target_metric};
       const ChildExit child = run_child(expand_command(o, t), job.to_env(), o.grace_period);
       t.exit_code = child.exit_code;
       if (child.stop_signal != 0) {
+        source->abandoned();
         return {.stop_signal = child.stop_signal, .recurrence = rec + 1, .attempt = attempt + 1};
       }
       const auto files = result_files(o.log_dir, t.job_id);
       if (files.size() != 1) {
+        source->abandoned();
         throw Error(fmt::format(
             "the command exited with code {} and wrote {} train results named {}/{} (any "
             "batch size; expected 1); fix it and run zeus tune again: it resumes at recurrence {} "
@@ -360,15 +375,12 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
       t.reached = result.reached;
       t.num_epochs = result.num_epochs;
       t.recurrence_cost = t.reached ? rec_cost + t.cost : 0;
-      optimizer.observe({t.batch_size, t.cost, t.reached, t.recurrence_cost, t.num_epochs});
+      source->finished(t, result);
       append_line_durable(tries_path, to_json_line(t), "the tune history");
       out << fmt::format(
           "{:>4} {:>4} {:>6} {:>9.4g} {:>12.1f} {:>12.1f} {:>9.2f} {:>7} {:>12}  {}\n", rec + 1,
           attempt + 1, t.batch_size, t.lr, t.cost, t.energy_j, t.time_s, t.reached ? "yes" : "no",
-          fmt_threshold(t.cost_threshold),
-          pruning ? fmt::format("pruning {}{}", optimizer.pruning_round(),
-                                t.epoch_cap > 0 ? fmt::format(", <= {} epochs", t.epoch_cap) : "")
-                  : std::string("thompson"));
+          fmt_threshold(t.cost_threshold), plan.stage);
       if (t.reached) {
         out << fmt::format("     recurrence {}/{} done: batch size {} in {} tr{}, cost {:.1f}\n",
                            rec + 1, o.recurrences, t.batch_size, attempt + 1,
@@ -389,10 +401,8 @@ TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
     }
     // The summary: every batch size's tries and mean cost of those that reached.
     tries = read_tries(tries_path);
-    out << fmt::format("zeus tune: {} recurrences, {} tries; batch sizes left: {}\n", o.recurrences,
-                       tries.size(),
-                       optimizer.pruning() ? std::string("(still pruning)")
-                                           : fmt::format("{}", fmt::join(optimizer.arms(), ",")));
+    out << fmt::format("zeus tune: {} recurrences, {} tries; {}\n", o.recurrences, tries.size(),
+                       source->summary());
     return {};
   }
 }

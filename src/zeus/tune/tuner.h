@@ -31,6 +31,17 @@ struct TuneOptions {
   std::string policy = "zeus";       // the batch-size policy: zeus | lean
   std::string lean;                  // lean's knobs over its defaults ("gamma=1.5,cap=0")
   std::filesystem::path log_dir = "zeus_tune";
+  // --server URL: the batch-size service decides (its job `job_id`, shared by every tuner of
+  // the job on any machine) instead of the local optimizer; each try is reported to it once.
+  // The target goes to the command as ZEUS_TARGET_METRIC and is the service's; the GPUs are
+  // the service's GpuConfig (unset: this machine's).
+  std::string server_url;
+  std::string job_id;
+  std::optional<double> target_metric;
+  bool lower_is_better = false;
+  int gpus = 0;
+  std::string gpu_model;
+  double gpu_max_power_w = 0;
   std::vector<std::string> command;  // with {bs} {lr} {seed} {epochs} placeholders
   // A stop signal (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's process group; what
   // still runs this much later gets SIGKILL. Longer than zeus run's own grace period (30 s), so
@@ -56,6 +67,7 @@ struct TuneTry {
   double recurrence_cost = 0;  // for a try that reached: the recurrence's tries' costs summed
   std::string policy;          // "zeus", or "lean (KNOBS)"; empty in files before policies
   int epoch_cap = 0;           // lean's cap, passed as ZEUS_MAX_EPOCHS (0: none)
+  int64_t trial_number = 0;    // the service's trial (--server); 0: local
 };
 
 // The history lives in contract::kTuneTriesName, the options in contract::kTuneOptionsName.
