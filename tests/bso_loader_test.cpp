@@ -74,6 +74,9 @@ TEST(BsoLoader, EachRecurrenceRunsAtTheServicesBatchSizeAndReportsItsEpochs) {
     ASSERT_EQ(job.result.exit_code, 0) << job.output;
     const fs::path path = log / fmt::format("nightly+bs{}.train.json", handed[rec]);
     ASSERT_TRUE(fs::exists(path)) << "recurrence " << rec << ": " << job.output;
+    // Every file of the job is named by the size it ran at: profile and power logs too.
+    EXPECT_TRUE(fs::exists(log / fmt::format("bs{}.power.json", handed[rec])));
+    EXPECT_TRUE(fs::exists(log / fmt::format("bs{}+e0+gpu0.power.log", handed[rec])));
     const contract::TrainResult r = contract::load_train_result(path);
     EXPECT_TRUE(r.reached);
     EXPECT_EQ(r.num_epochs, 2);

@@ -55,7 +55,6 @@ class EnergyJob::Impl {
     clock_ = clock ? std::move(clock) : make_rank_clock(*gpus_);
     agree(coll_, "taking the node's power limits",
           [&] { limits_ = std::make_unique<NodeLimits>(o_, *gpus_); });
-    meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
     // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
     // decides for every rank.
     std::vector<double> range(LimitRangeMessage::kSize, 0.0);
@@ -75,6 +74,8 @@ class EnergyJob::Impl {
                           .model = set != nullptr ? set->name(gpus_->owned().front()) : o_.device},
                          trial_);
     }
+    // After the service's grant: the power logs are named by the batch size the job runs at.
+    meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
     core_.emplace(o_, ranks_, range_);
     progress_on_ = o_.progress_bar && ranks_.is_master();
     if (o_.measure_only) {
