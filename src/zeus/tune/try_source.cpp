@@ -164,7 +164,7 @@ class ServiceSource final : public TrySource {
           "zeus tune: the service judged trial {} {} but the command {} the target: check that "
           "the command's target metric is --target-metric ({})",
           grant_->key.trial_number, answer.converged ? "converged" : "not converged",
-          t.reached ? "reached" : "did not reach", p_target());
+          t.reached ? "reached" : "did not reach", job_.target_metric);
     }
     grant_.reset();
   }
@@ -188,8 +188,6 @@ class ServiceSource final : public TrySource {
   }
 
  private:
-  double p_target() const { return job_.target_metric; }
-
   // The metric the service judges: the last one the job reported; without one, the target when
   // the job reached it, else a value that does not reach it.
   double metric_of(const TuneTry& t, const contract::TrainResult& r) const {
