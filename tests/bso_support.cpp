@@ -1,6 +1,5 @@
 #include "bso_support.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <libpq-fe.h>
@@ -36,11 +35,6 @@ std::string run_as(const std::optional<unsigned>& uid, std::vector<std::string> 
     return "";
   }
   return fmt::format("{} exited {}: {}{}", argv[uid ? 2 : 0], r.exit_code, r.out, r.err);
-}
-
-size_t append_body(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
 }
 
 }  // namespace
@@ -133,31 +127,6 @@ std::string PostgresServer::create_database(const std::string& name) {
     throw std::runtime_error("CREATE DATABASE failed: " + error);
   }
   return fmt::format("postgresql://{}@127.0.0.1:{}/{}", user_, port_, name);
-}
-
-HttpReply http_call(const std::string& method, const std::string& url, const std::string& body) {
-  HttpReply reply;
-  CURL* curl = curl_easy_init();
-  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
-  if (!body.empty()) {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
-  if (curl_easy_perform(curl) == CURLE_OK) {
-    long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    reply.status = static_cast<int>(status);
-  }
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  return reply;
 }
 
 BsoServerProcess::BsoServerProcess(const std::string& database_url,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/http_client.h"
 #include "support/test_support.h"
 
 namespace zeus::test {
@@ -36,14 +37,6 @@ class PostgresServer {
   int port_ = 0;
   std::unique_ptr<Child> postgres_;
 };
-
-struct HttpReply {
-  int status = 0;  // 0: no answer (connection refused, reset)
-  std::string body;
-};
-// One request; `body` sent as application/json when not empty.
-HttpReply http_call(const std::string& method, const std::string& url,
-                    const std::string& body = "");
 
 // `zeus bso-server --port 0 --database URL [flags]`, ready when constructed.
 class BsoServerProcess {

@@ -51,6 +51,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->add_option("--device", monitor.device,
                    "auto, nvml, or sim:<gpu>[:<workload>[:<batch size>]]")
       ->capture_default_str();
+  monitor_cmd->add_option("--serve", monitor.serve,
+                          "HOST:PORT: serve GET /metrics for Prometheus while monitoring");
   monitor_cmd->add_flag("--list", monitor.list,
                         "List the device backends and why each is (un)available");
 

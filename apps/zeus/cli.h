@@ -32,6 +32,7 @@ struct MonitorCommandOptions {
   std::string device = "auto";           // auto, nvml, sim:<gpu>[:<workload>[:<bs>]]
   bool list = false;                     // print the backends and exit
   bool live = false;                     // redraw a status line (when stdout is a TTY)
+  std::string serve;                     // HOST:PORT: serve GET /metrics there; "": no
 };
 
 struct SimulateCommandOptions {

@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "cli.h"
+#include "monitor_serve.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
@@ -281,6 +282,22 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
   } catch (const Error& e) {
     return fail(kExitUsage, e.what());
   }
+  std::unique_ptr<MetricsServe> serving;
+  if (!options.serve.empty()) {
+    try {
+      // The exporter's own sampler: at the monitor's interval, at most ten times a second.
+      serving = serve_metrics(
+          options.serve, gpus.get(), cpus.get(),
+          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
+                   std::chrono::milliseconds(100)));
+      err << "zeus monitor: serving http://" << serving->address() << "/metrics\n" << std::flush;
+    } catch (const Error& e) {
+      if (writer) {
+        writer->remove();
+      }
+      return fail(kExitUsage, e.what());
+    }
+  }
 
   const auto& devices = power->devices();
   // Energy over the run: each device's counter where it has one, else the integral of the
@@ -306,6 +323,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
   constexpr std::chrono::nanoseconds kErrorCheck = std::chrono::milliseconds(100);
   const auto refresh =
       std::max<std::chrono::nanoseconds>(options.interval, std::chrono::milliseconds(250));
+  bool told_serving_on = false;
   while (true) {
     const auto now = std::chrono::steady_clock::now();
     std::chrono::nanoseconds wait = options.live ? refresh : std::chrono::nanoseconds(-1);
@@ -318,8 +336,21 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     }
     // Wake at least every 100 ms to notice a sampling error promptly.
     wait = wait.count() < 0 ? kErrorCheck : std::min(wait, kErrorCheck);
-    if (signals.wait_for(wait) != 0 || power->error()) {
+    if (signals.wait_for(wait) != 0) {
       break;
+    }
+    // A device that fails ends the measurement, but not an exporter: the other devices' metrics
+    // (and the failing one's error counter) are served on until the duration or a signal.
+    if (power->error()) {
+      if (!serving) {
+        break;
+      }
+      if (!told_serving_on) {
+        err << "zeus monitor: sampling stopped (a device failed); serving the metrics on until "
+               "the duration ends or Ctrl-C\n"
+            << std::flush;
+        told_serving_on = true;
+      }
     }
     if (options.live) {
       const auto timeline = power->timeline();

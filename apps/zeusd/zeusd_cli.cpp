@@ -61,6 +61,9 @@ struct ServeFlags {
   unsigned max_connections = 256;
   unsigned idle_timeout_s = 30;
   std::string log_level = "info";
+  std::string metrics_bind_address;
+  std::string metrics_token_file;
+  unsigned metrics_period_ms = 1000;
 };
 
 struct TokenFlags {
@@ -130,6 +133,9 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
     }
   }
   o.gpu_command_overrides = f.gpu_command_overrides;
+  o.metrics.bind_address = f.metrics_bind_address;
+  o.metrics.token_file = f.metrics_token_file;
+  o.metrics.period = std::chrono::milliseconds(f.metrics_period_ms);
   if (!f.signing_key_path.empty()) {
     o.api.signing_key = read_key(f.signing_key_path);
   }
@@ -216,6 +222,15 @@ int run_zeusd(int argc, char** argv, std::ostream& out, std::ostream& err) {
   serve_cmd->add_option("--max-connections", s.max_connections)->capture_default_str();
   serve_cmd->add_option("--idle-timeout-s", s.idle_timeout_s)->capture_default_str();
   serve_cmd->add_option("--log-level", s.log_level)->capture_default_str();
+  serve_cmd->add_option("--metrics-bind-address", s.metrics_bind_address,
+                        "HOST:PORT: serve GET /metrics for Prometheus there (off when not given)");
+  serve_cmd->add_option("--metrics-token-file", s.metrics_token_file,
+                        "a file holding the bearer token scrapes must send (mode 600)");
+  serve_cmd
+      ->add_option("--metrics-period-ms", s.metrics_period_ms,
+                   "how often the metrics sampler reads the devices")
+      ->capture_default_str()
+      ->check(CLI::Range(10u, 3600000u));
 
   TokenFlags t;
   CLI::App* token_cmd = app.add_subcommand("token", "bearer tokens");

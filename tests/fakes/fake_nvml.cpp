@@ -5,6 +5,8 @@
 //              "mig_uuids": ["MIG-..."], "persistence_mode": false, "pci_bus": 1,
 //              "processes": [pid, ...], "gpu_locked_clocks": [min, max] | null,
 //              "mem_locked_clocks": [min, max] | null,
+//              "temperature_c": 45, "sm_clock_mhz": 1410, "mem_clock_mhz": 1215,
+//              "throttle_power_ns": 0, "throttle_thermal_ns": 0,
 //              "faults": {"set_error": 0, "read_error": 0}}],
 //    "permissive": false,
 //    "faults": {"init_error": 0, "set_no_permission": false, "lost_after_calls": -1,
@@ -25,6 +27,8 @@
 // that its setters, or its readers, return). Built twice: in full, and
 // with FAKE_NVML_MINIMAL (only unversioned names, no energy counter, no field values, none of the
 // daemon's calls) for the "missing optional symbol" paths. Nothing throws across the C ABI.
+// Telemetry a GPU's entry lacks (temperature, clocks, throttle counters) reads NOT_SUPPORTED,
+// as on a GPU without that sensor.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -206,6 +210,22 @@ nvmlReturn_t get_field(nvmlDevice_t device, const char* key, T* out) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     *out = fake().state["gpus"][i].at(key).template get<T>();
+    return NVML_SUCCESS;
+  });
+}
+
+// A telemetry reading the GPU may lack: NOT_SUPPORTED when its entry has no `key`.
+template <typename T>
+nvmlReturn_t get_optional_field(nvmlDevice_t device, const char* key, T* out) {
+  return read_gpu(device, [&](size_t i) {
+    const auto& gpu = fake().state["gpus"][i];
+    if (out == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (!gpu.contains(key)) {
+      return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *out = gpu.at(key).template get<T>();
     return NVML_SUCCESS;
   });
 }
@@ -403,6 +423,15 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count
     const auto& gpu = f.state["gpus"][i];
     for (int k = 0; k < count; ++k) {
       nvmlFieldValue_t& v = values[k];
+      const char* counter = v.fieldId == kNvmlFieldThrottlePowerNs     ? "throttle_power_ns"
+                            : v.fieldId == kNvmlFieldThrottleThermalNs ? "throttle_thermal_ns"
+                                                                       : nullptr;
+      if (counter != nullptr) {
+        v.nvmlReturn = gpu.contains(counter) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v.value.ullVal = gpu.value(counter, 0ULL);
+        continue;
+      }
       if (v.fieldId != kNvmlFieldPowerInstant || !gpu.value("instant_power", true)) {
         v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         continue;
@@ -415,6 +444,23 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count
     return NVML_SUCCESS;
   });
 }
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor,
+                                                  unsigned int* celsius) {
+  return sensor == kNvmlTemperatureGpu ? get_optional_field(device, "temperature_c", celsius)
+                                       : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int* mhz) {
+  switch (type) {
+    case kNvmlClockSm:
+      return get_optional_field(device, "sm_clock_mhz", mhz);
+    case kNvmlClockMem:
+      return get_optional_field(device, "mem_clock_mhz", mhz);
+    default:
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+}
+
 // MIG instances: handle = (gpu + 1) | (instance + 1) << 16, valid only for these two calls.
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   return guarded([&] {

@@ -197,6 +197,10 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
                                  options_.state_dir / "audit.jsonl", options_.require_gpu_process});
   streams_ = std::make_unique<PowerStreams>(*gpus_, cpus_.get(), options_.streams);
   api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_);
+  if (!options_.metrics.bind_address.empty()) {
+    metrics_ =
+        std::make_unique<NodeMetrics>(options_.metrics, options_.nvml, cpus_.get(), *leases_);
+  }
   server_ = std::make_unique<http::Server>(
       options_.server, [this](const http::Request& r) { return api_->handle(r); });
   logger().info("zeusd: serving {} on {}", fmt::join(api_->enabled_groups(), ","),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zeus/daemon/api.h"
+#include "zeus/daemon/node_metrics.h"
 #include "zeus/daemon/power_streams.h"
 #include "zeus/device/nvml/nvml_library.h"
 #include "zeus/http/server.h"
@@ -28,6 +29,8 @@ struct DaemonOptions {
   // Powercap root; empty: /zeus_sys/class/powercap when it exists (upstream's container
   // convention), else $ZEUS_RAPL_ROOT or /sys/class/powercap.
   std::filesystem::path rapl_root;
+  // GET /metrics for Prometheus on its own TCP address (--metrics-bind-address); off when empty.
+  MetricsOptions metrics;
   // Upstream's rule: gpu-control and cpu-read need euid 0. Off only for tests of the routes.
   bool require_root = true;
 };
@@ -48,6 +51,8 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   const std::string& address() const { return server_->address(); }
+  // The metrics endpoint's "host:port", or "" when it is off.
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : ""; }
   LeaseKeeper& leases() { return *leases_; }
 
  private:
@@ -57,6 +62,7 @@ class Daemon {
   std::unique_ptr<LeaseKeeper> leases_;
   std::unique_ptr<PowerStreams> streams_;
   std::unique_ptr<Api> api_;
+  std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<http::Server> server_;  // last: stops first
 };
 

@@ -33,6 +33,15 @@ enum : int {
 
 // NVML_FI_DEV_POWER_INSTANT: instantaneous power in mW (newer drivers).
 inline constexpr unsigned kNvmlFieldPowerInstant = 186;
+// NVML_FI_DEV_PERF_POLICY_POWER / _THERMAL (also named NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP
+// and the SW thermal slowdown's older name): time the clocks were held down by the power limit,
+// or by temperature, since the driver loaded, in ns (unsigned long long).
+inline constexpr unsigned kNvmlFieldThrottlePowerNs = 74;
+inline constexpr unsigned kNvmlFieldThrottleThermalNs = 75;
+// nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU; nvmlClockType_t NVML_CLOCK_SM, NVML_CLOCK_MEM.
+inline constexpr int kNvmlTemperatureGpu = 0;
+inline constexpr int kNvmlClockSm = 1;
+inline constexpr int kNvmlClockMem = 2;
 inline constexpr unsigned kNvmlDeviceUuidBufferSize = 96;
 inline constexpr unsigned kNvmlDeviceNameBufferSize = 96;
 
@@ -101,6 +110,8 @@ using nvmlDeviceGetPciInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
 using nvmlDeviceGetProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using nvmlDeviceSetUIntPair_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned int);
 using nvmlDeviceReset_fn = nvmlReturn_t (*)(nvmlDevice_t);
+// nvmlDeviceGetTemperature(device, sensor, °C) and nvmlDeviceGetClockInfo(device, type, MHz).
+using nvmlDeviceGetSensorUInt_fn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
 using nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn = nvmlReturn_t (*)(nvmlDevice_t,
                                                                          nvmlDevice_t*);
 

@@ -108,6 +108,8 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
       {{"nvmlDeviceResetMemoryLockedClocks"},
        reinterpret_cast<void**>(&api_.device_reset_memory_locked_clocks),
        false},
+      {{"nvmlDeviceGetTemperature"}, reinterpret_cast<void**>(&api_.device_get_temperature), false},
+      {{"nvmlDeviceGetClockInfo"}, reinterpret_cast<void**>(&api_.device_get_clock_info), false},
   };
   std::vector<std::string> missing_required;
   for (const auto& symbol : symbols) {

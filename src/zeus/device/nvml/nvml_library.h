@@ -48,6 +48,9 @@ struct NvmlApi {
   nvmlDeviceReset_fn device_reset_gpu_locked_clocks = nullptr;
   nvmlDeviceSetUIntPair_fn device_set_memory_locked_clocks = nullptr;
   nvmlDeviceReset_fn device_reset_memory_locked_clocks = nullptr;
+  // Optional, for the metrics exporter: what operators watch beside power.
+  nvmlDeviceGetSensorUInt_fn device_get_temperature = nullptr;
+  nvmlDeviceGetSensorUInt_fn device_get_clock_info = nullptr;
 };
 
 // Loads NVML and initializes it. Throws NotSupported (library missing: dlerror() text, the

@@ -1,0 +1,58 @@
+#include "monitor_serve.h"
+
+#include "zeus/common/errors.h"
+
+#ifdef ZEUS_HAVE_METRICS_SERVER
+#include "zeus/exporter/metrics_server.h"
+#include "zeus/metrics/gpu_set_telemetry.h"
+#include "zeus/metrics/node_sampler.h"
+#include "zeus/metrics/nvml/nvml_telemetry.h"
+#endif
+
+namespace zeus::cli {
+
+#ifdef ZEUS_HAVE_METRICS_SERVER
+namespace {
+
+class Serving final : public MetricsServe {
+ public:
+  Serving(const std::string& address, device::GpuSet* gpus, device::CpuSet* cpus,
+          std::chrono::milliseconds period) {
+    if (gpus != nullptr && gpus->locator() == "nvml") {
+      telemetry_ = std::make_unique<metrics::nvml::NvmlTelemetry>();
+    } else if (gpus != nullptr) {
+      telemetry_ = std::make_unique<metrics::GpuSetTelemetry>(*gpus);
+    }
+    metrics::NodeSamplerOptions options;
+    options.period = period;
+    sampler_ = std::make_unique<metrics::NodeSampler>(telemetry_.get(), cpus, options);
+    exporter::MetricsServerOptions server;
+    server.bind_address = address;
+    server_ = std::make_unique<exporter::MetricsServer>(*sampler_, server);
+  }
+  std::string address() const override { return server_->address(); }
+
+ private:
+  std::unique_ptr<metrics::GpuTelemetry> telemetry_;
+  std::unique_ptr<metrics::NodeSampler> sampler_;
+  std::unique_ptr<exporter::MetricsServer> server_;
+};
+
+}  // namespace
+
+std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet* gpus,
+                                            device::CpuSet* cpus,
+                                            std::chrono::milliseconds period) {
+  return std::make_unique<Serving>(address, gpus, cpus, period);
+}
+#else
+std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet*,
+                                            device::CpuSet*, std::chrono::milliseconds) {
+  throw ConfigError("--serve " + address +
+                    ": this zeus was built without its HTTP server (ZEUS_BUILD_ZEUSD=OFF, or "
+                    "libmicrohttpd-dev missing); rebuild with it, or run zeusd "
+                    "--metrics-bind-address");
+}
+#endif
+
+}  // namespace zeus::cli

@@ -1,0 +1,48 @@
+// zeusd's metrics endpoint (--metrics-bind-address): the node sampler over NVML and the
+// daemon's RAPL packages, with the daemon's leases as the holder info series, served over TCP
+// beside the API.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "zeus/daemon/lease_keeper.h"
+#include "zeus/device/cpu_set.h"
+#include "zeus/device/nvml/nvml_library.h"
+#include "zeus/exporter/metrics_server.h"
+#include "zeus/metrics/gpu_telemetry.h"
+#include "zeus/metrics/node_sampler.h"
+
+namespace zeus::daemon {
+
+struct MetricsOptions {
+  std::string bind_address;  // empty: no metrics endpoint
+  std::filesystem::path token_file;
+  std::chrono::milliseconds period{1000};
+};
+
+class NodeMetrics {
+ public:
+  // `cpus` may be null. The GPUs are opened through NVML again (telemetry beyond what the API
+  // reads); a machine without NVML serves the CPU families, and the GPU ones without series.
+  NodeMetrics(const MetricsOptions& options, const device::nvml::NvmlLibraryOptions& nvml,
+              device::CpuSet* cpus, const LeaseKeeper& leases);
+  ~NodeMetrics();
+  NodeMetrics(const NodeMetrics&) = delete;
+  NodeMetrics& operator=(const NodeMetrics&) = delete;
+
+  const std::string& address() const { return server_->address(); }
+
+ private:
+  std::unique_ptr<metrics::GpuTelemetry> gpus_;
+  std::unique_ptr<metrics::NodeSampler> sampler_;
+  std::unique_ptr<exporter::MetricsServer> server_;  // last: stops first
+};
+
+// The job a process belongs to, from its environment (SLURM_JOB_ID, else ZEUS_JOB_ID), or ""
+// when it has neither or its /proc/<pid>/environ cannot be read.
+std::string job_of_process(pid_t pid);
+
+}  // namespace zeus::daemon

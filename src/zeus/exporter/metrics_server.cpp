@@ -1,0 +1,130 @@
+#include "zeus/exporter/metrics_server.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+
+namespace zeus::exporter {
+
+namespace {
+
+// Compares without an early exit, so the time taken does not tell how much of a guess matched
+// (only whether its length did).
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || b.empty()) {
+    return false;
+  }
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+std::string trimmed(std::string text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return {};
+  }
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+bool loopback(const std::string& address) {
+  return address.starts_with("127.") || address.starts_with("localhost:");
+}
+
+}  // namespace
+
+std::string read_token_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw ConfigError(
+        fmt::format("metrics token file {}: cannot be read (it does not exist?)", path.string()));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    throw ConfigError(fmt::format(
+        "metrics token file {} has mode {:o}: other users can read the secret; chmod 600 it",
+        path.string(), st.st_mode & 07777));
+  }
+  std::ifstream in(path);
+  std::string token;
+  std::getline(in, token);
+  token = trimmed(std::move(token));
+  if (token.empty()) {
+    throw ConfigError(
+        fmt::format("metrics token file {} is empty: write the token on its first "
+                    "line",
+                    path.string()));
+  }
+  return token;
+}
+
+http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
+                                      const std::optional<std::string>& token,
+                                      const http::Request& request) {
+  if (request.path != "/metrics" && request.path != "/") {
+    return http::Response::text(404, "not found: the metrics are at /metrics\n");
+  }
+  if (request.method != "GET" && request.method != "HEAD") {
+    http::Response r = http::Response::text(405, "only GET and HEAD are served here\n");
+    r.headers.emplace_back("Allow", "GET, HEAD");
+    return r;
+  }
+  if (token) {
+    const std::string auth = request.header("authorization").value_or("");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (!auth.starts_with(kBearer) ||
+        !same_secret(std::string_view(auth).substr(kBearer.size()), *token)) {
+      http::Response r =
+          http::Response::text(401, "a bearer token is required (Authorization: Bearer ...)\n");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return r;
+    }
+  }
+  if (request.path == "/") {
+    http::Response r = http::Response::text(
+        200, "zeus-cpp node metrics: scrape /metrics (Prometheus text format 0.0.4)\n");
+    return r;
+  }
+  http::Response r;
+  r.status = 200;
+  r.content_type = std::string(metrics::kTextContentType);
+  r.body = sampler.scrape();
+  return r;
+}
+
+MetricsServer::MetricsServer(const metrics::NodeSampler& sampler, MetricsServerOptions options) {
+  if (!options.token_file.empty()) {
+    token_ = read_token_file(options.token_file);
+  }
+  http::ServerOptions s;
+  s.mode = http::ServerOptions::Mode::kTcp;
+  s.tcp_address = options.bind_address;
+  s.max_body_bytes = 0;
+  s.max_header_count = 32;
+  s.max_connections = options.max_connections;
+  s.max_connections_per_address = options.max_connections;
+  s.idle_timeout = options.idle_timeout;
+  server_ = std::make_unique<http::Server>(s, [&sampler, this](const http::Request& r) {
+    return handle_metrics_request(sampler, token_, r);
+  });
+  if (!loopback(server_->address()) && !token_) {
+    logger().warn(
+        "metrics: serving {} without a token: anyone who can reach it reads this node's GPU "
+        "power, limits and which processes hold them; give a token file, or bind 127.0.0.1",
+        server_->address());
+  }
+  logger().info("metrics: serving http://{}/metrics", server_->address());
+}
+
+MetricsServer::~MetricsServer() = default;
+
+const std::string& MetricsServer::address() const {
+  return server_->address();
+}
+
+}  // namespace zeus::exporter

@@ -1,0 +1,108 @@
+// The node exporter scraped by a real Prometheus (2.42, Debian's): `zeus monitor --serve` over
+// the fake NVML, its series read back through Prometheus's query API, and a GPU failing
+// mid-run.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "metrics_support.h"
+
+namespace zeus::test {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+// `zeus monitor --serve` on a free port, ready once it printed where it serves.
+std::unique_ptr<Child> start_monitor(std::string* address) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    *address = fmt::format("127.0.0.1:{}", free_port());
+    auto child = std::make_unique<Child>(std::vector<std::string>{ZEUS_CLI_PATH, "monitor",
+                                                                  "--serve", *address, "--interval",
+                                                                  "100ms", "--duration", "120s"});
+    if (eventually(
+            [&] { return http_call("GET", "http://" + *address + "/metrics").status == 200; },
+            seconds(15))) {
+      return child;
+    }
+  }
+  return nullptr;
+}
+
+TEST(PrometheusScrape, SeesTheFakeGpusPowerLimitsAndAFailingGpu) {
+  FakeNvml nvml(four_a40s());
+  nvml.set_gpu_value(0, "temperature_c", 61);
+  nvml.set_gpu_value(1, "power_mw", 200'000);
+  nvml.set_gpu_value(1, "limit_mw", 250'000);
+  std::string address;
+  auto monitor = start_monitor(&address);
+  ASSERT_TRUE(monitor) << "zeus monitor --serve did not answer";
+  std::string why;
+  auto prometheus = PrometheusServer::start({address}, why);
+  if (!prometheus) {
+    GTEST_SKIP() << why;
+  }
+
+  auto power = prometheus->query_until_series("zeus_gpu_power_watts", seconds(20));
+  ASSERT_EQ(power.size(), 4u) << power.dump();
+  EXPECT_EQ(series_value(power, {{"gpu", "0"}, {"uuid", four_a40s()[0].uuid}}),
+            static_cast<double>(four_a40s()[0].power_mw) / 1000 + 1)
+      << "NVML's instant power (the fake reads 1 W above its average)";
+  EXPECT_EQ(series_value(power, {{"gpu", "1"}}), 201.0);
+  const auto limits = prometheus->query("zeus_gpu_power_limit_watts");
+  EXPECT_EQ(series_value(limits, {{"gpu", "1"}}), 250.0);
+  EXPECT_EQ(series_value(limits, {{"gpu", "2"}}), 300.0);
+  const auto temperature = prometheus->query("zeus_gpu_temperature_celsius");
+  ASSERT_EQ(temperature.size(), 1u) << "only GPU 0 has the sensor: " << temperature.dump();
+  EXPECT_EQ(series_value(temperature, {{"gpu", "0"}}), 61.0);
+  // The energy counter grows at the fake's power: between two scrapes, its rate is the power
+  // (irate: rate() extrapolates over a window that is still filling).
+  const auto rate = prometheus->query_until_series(
+      "irate(zeus_gpu_energy_joules_total{gpu=\"1\"}[5s])", seconds(20));
+  ASSERT_EQ(rate.size(), 1u);
+  EXPECT_NEAR(*series_value(rate, {}), 200.0, 20.0);
+
+  // GPU 2 fails: its series go, the others stay, the scrape itself still succeeds.
+  nvml.set_gpu_value(2, "faults", {{"read_error", 15}});
+  EXPECT_TRUE(eventually(
+      [&] {
+        return series_value(prometheus->query("zeus_exporter_gpu_up"), {{"gpu", "2"}}) == 0.0;
+      },
+      seconds(20)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return series_value(prometheus->query("zeus_exporter_read_errors_total"),
+                            {{"device", "gpu2"}})
+                   .value_or(0) > 0;
+      },
+      seconds(20)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        const auto now = prometheus->query("zeus_gpu_power_watts");
+        return now.size() == 3 && !series_value(now, {{"gpu", "2"}});
+      },
+      seconds(20)));
+  EXPECT_EQ(series_value(prometheus->query("up"), {{"job", "zeus"}}), 1.0)
+      << "a failing GPU never fails the scrape";
+  // The exporter served on; the monitor's own measurement ended with GPU 2, which it reports.
+  monitor->kill(SIGINT);
+  EXPECT_EQ(monitor->wait().exit_code, 1);
+}
+
+TEST(PrometheusScrape, MonitorServeRefusesAnAddressInUse) {
+  FakeNvml nvml(four_a40s());
+  std::string address;
+  auto first = start_monitor(&address);
+  ASSERT_TRUE(first);
+  const ProcessResult second =
+      run_process({ZEUS_CLI_PATH, "monitor", "--serve", address, "--duration", "1s"});
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_THAT(second.err, HasSubstr(address));
+  first->kill(SIGINT);
+  first->wait();
+}
+
+}  // namespace
+}  // namespace zeus::test

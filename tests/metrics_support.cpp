@@ -1,0 +1,123 @@
+#include "metrics_support.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace zeus::test {
+
+namespace {
+
+constexpr const char* kPrometheus = "/usr/bin/prometheus";
+
+std::string url_encode(const std::string& text) {
+  CURL* curl = curl_easy_init();
+  char* out = curl_easy_escape(curl, text.c_str(), static_cast<int>(text.size()));
+  std::string encoded = out;
+  curl_free(out);
+  curl_easy_cleanup(curl);
+  return encoded;
+}
+
+}  // namespace
+
+std::unique_ptr<PrometheusServer> PrometheusServer::start(const std::vector<std::string>& targets,
+                                                          std::string& why_not,
+                                                          const std::string& bearer_token) {
+  if (::access(kPrometheus, X_OK) != 0) {
+    why_not = fmt::format(
+        "{} is not installed (Debian's prometheus package; "
+        "scripts/install-deps.sh installs it)",
+        kPrometheus);
+    return nullptr;
+  }
+  std::unique_ptr<PrometheusServer> p(new PrometheusServer());
+  p->dir_ = std::make_unique<TempDir>();
+  const auto config = p->dir_->path() / "prometheus.yml";
+  {
+    std::ofstream out(config);
+    out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        << "scrape_configs:\n  - job_name: zeus\n    scrape_timeout: 900ms\n";
+    if (!bearer_token.empty()) {
+      const auto token_file = p->dir_->path() / "token";
+      std::ofstream(token_file) << bearer_token << "\n";
+      out << "    authorization:\n      credentials_file: " << token_file.string() << "\n";
+    }
+    out << "    static_configs:\n      - targets: [";
+    for (size_t i = 0; i < targets.size(); ++i) {
+      out << (i == 0 ? "" : ", ") << "'" << targets[i] << "'";
+    }
+    out << "]\n";
+  }
+  // A port taken between free_port() and the bind is retried with another.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    p->port_ = free_port();
+    p->prometheus_ = std::make_unique<Child>(std::vector<std::string>{
+        kPrometheus, "--config.file=" + config.string(),
+        "--storage.tsdb.path=" + (p->dir_->path() / "data").string(),
+        fmt::format("--web.listen-address=127.0.0.1:{}", p->port_), "--log.level=warn"});
+    const bool ready =
+        eventually([&] { return http_call("GET", p->url() + "/-/ready").status == 200; },
+                   std::chrono::seconds(30));
+    if (ready) {
+      return p;
+    }
+    p->prometheus_->kill(SIGKILL);
+    p->prometheus_->wait();
+  }
+  why_not = "prometheus did not become ready on a loopback port in 30 s (three tries)";
+  return nullptr;
+}
+
+PrometheusServer::~PrometheusServer() {
+  if (prometheus_) {
+    prometheus_->kill(SIGTERM);
+    prometheus_->wait();
+  }
+}
+
+std::string PrometheusServer::url() const {
+  return fmt::format("http://127.0.0.1:{}", port_);
+}
+
+nlohmann::json PrometheusServer::query(const std::string& expr) const {
+  const HttpReply r = http_call("GET", url() + "/api/v1/query?query=" + url_encode(expr));
+  const auto j = nlohmann::json::parse(r.body.empty() ? "{}" : r.body, nullptr, false);
+  if (r.status != 200 || j.is_discarded() || j.value("status", "") != "success") {
+    throw std::runtime_error(fmt::format("query '{}': HTTP {}: {}", expr, r.status, r.body));
+  }
+  return j["data"]["result"];
+}
+
+nlohmann::json PrometheusServer::query_until_series(const std::string& expr,
+                                                    std::chrono::seconds timeout) const {
+  nlohmann::json result = nlohmann::json::array();
+  eventually(
+      [&] {
+        result = query(expr);
+        return !result.empty();
+      },
+      timeout);
+  return result;
+}
+
+std::optional<double> series_value(const nlohmann::json& result,
+                                   const std::map<std::string, std::string>& labels) {
+  for (const auto& series : result) {
+    bool match = true;
+    for (const auto& [k, v] : labels) {
+      match = match && series["metric"].value(k, "") == v;
+    }
+    if (match) {
+      return std::stod(series["value"][1].get<std::string>());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace zeus::test

@@ -1,0 +1,45 @@
+// The metrics tests' real servers: Prometheus 2.42 from Debian, started on a free loopback port
+// with a scrape config of the test's targets (scraped every second), stopped and removed when
+// done.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/http_client.h"
+#include "support/test_support.h"
+
+namespace zeus::test {
+
+class PrometheusServer {
+ public:
+  // Scrapes each "host:port" of `targets` (job "zeus") every second, with `bearer_token` when
+  // not empty. nullptr with `why_not` saying why it cannot start here (not installed).
+  static std::unique_ptr<PrometheusServer> start(const std::vector<std::string>& targets,
+                                                 std::string& why_not,
+                                                 const std::string& bearer_token = "");
+  ~PrometheusServer();
+  PrometheusServer(const PrometheusServer&) = delete;
+  PrometheusServer& operator=(const PrometheusServer&) = delete;
+
+  // GET /api/v1/query?query=<expr>: the `data.result` array (throws on an error answer, with
+  // Prometheus's error text).
+  nlohmann::json query(const std::string& expr) const;
+  // Polls query(expr) until it returns at least one series, up to `timeout`.
+  nlohmann::json query_until_series(const std::string& expr, std::chrono::seconds timeout) const;
+  std::string url() const;
+
+ private:
+  PrometheusServer() = default;
+  std::unique_ptr<TempDir> dir_;
+  int port_ = 0;
+  std::unique_ptr<Child> prometheus_;
+};
+
+// The value of the series of `result` (a query's data.result) whose labels include `labels`.
+std::optional<double> series_value(const nlohmann::json& result,
+                                   const std::map<std::string, std::string>& labels);
+
+}  // namespace zeus::test

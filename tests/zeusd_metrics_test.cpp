@@ -1,0 +1,103 @@
+// zeusd --metrics-bind-address: the node's metrics beside the API, with the daemon's leases as
+// the holder series, optionally behind a bearer token.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <optional>
+
+#include "support/http_client.h"
+#include "zeusd_support.h"
+
+namespace zeus::test {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+#define ZEUSD_SKIP_UNLESS_ROOT()                \
+  do {                                          \
+    if (const auto why = zeusd_skip_reason()) { \
+      GTEST_SKIP() << *why;                     \
+    }                                           \
+  } while (false)
+
+std::string scrape(const std::string& address, const std::vector<std::string>& headers = {}) {
+  const HttpReply r = http_call("GET", "http://" + address + "/metrics", "", headers);
+  return r.status == 200 ? r.body : "HTTP " + std::to_string(r.status);
+}
+
+// The value of the first line of `text` that starts with `prefix`.
+std::optional<double> value_of(const std::string& text, const std::string& prefix) {
+  const size_t at = text.find("\n" + prefix);
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
+  const size_t end = text.find('\n', at + 1);
+  const size_t space = text.rfind(' ', end);
+  return std::stod(text.substr(space + 1, end - space - 1));
+}
+
+TEST(ZeusdMetrics, ServesTheNodeAndNamesWhoHoldsALimit) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml(four_a40s(), false, {.permissive = false});
+  nvml.set_gpu_value(0, "temperature_c", 55);
+  SharedDir dir;
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  ZeusdProcess daemon(dir, {"--metrics-bind-address", address, "--metrics-period-ms", "50"});
+  std::string text = scrape(address);
+  EXPECT_THAT(text, HasSubstr("# TYPE zeus_gpu_limit_holder_info gauge\n"));
+  EXPECT_THAT(text, Not(HasSubstr("zeus_gpu_limit_holder_info{")));
+  EXPECT_THAT(text, HasSubstr("zeus_gpu_temperature_celsius{gpu=\"0\""));
+
+  auto holder =
+      client_as(kUserA, daemon,
+                {"POST", "/gpu/set_power_limit?gpu_ids=1&block=true&power_limit_mw=200000"}, true);
+  const std::string series =
+      fmt::format("zeus_gpu_limit_holder_info{{gpu=\"1\",uuid=\"{}\",host=", four_a40s()[1].uuid);
+  EXPECT_TRUE(eventually(
+      [&] {
+        text = scrape(address);
+        return text.find("zeus_gpu_power_limit_watts{gpu=\"1\"") != std::string::npos &&
+               text.find(series) != std::string::npos;
+      },
+      seconds(10)))
+      << text;
+  EXPECT_THAT(text,
+              HasSubstr(fmt::format("setting=\"power_limit\",pid=\"{}\",uid=\"{}\",job=\"\"}} 1",
+                                    holder->pid(), kUserA)));
+  EXPECT_TRUE(eventually(
+      [&] { return value_of(scrape(address), "zeus_gpu_power_limit_watts{gpu=\"1\"") == 200.0; },
+      seconds(5)))
+      << "the limit the holder set";
+  EXPECT_EQ(nvml.limit_mw(1), 200'000);
+
+  holder->kill(SIGKILL);
+  holder->wait();
+  EXPECT_TRUE(
+      eventually([&] { return scrape(address).find(series) == std::string::npos; }, seconds(10)))
+      << "the holder is gone once its lease ended";
+}
+
+TEST(ZeusdMetrics, WithATokenFileAScrapeMustCarryIt) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml(four_a40s(), false, {.permissive = false});
+  SharedDir dir;
+  const auto token = dir / "metrics.token";
+  std::ofstream(token) << "scrape-me-7\n";
+  ::chmod(token.c_str(), 0600);
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  ZeusdProcess daemon(dir,
+                      {"--metrics-bind-address", address, "--metrics-token-file", token.string()});
+  EXPECT_EQ(scrape(address), "HTTP 401");
+  EXPECT_EQ(scrape(address, {"Authorization: Bearer wrong"}), "HTTP 401");
+  EXPECT_THAT(scrape(address, {"Authorization: Bearer scrape-me-7"}),
+              HasSubstr("zeus_gpu_power_watts{gpu=\"3\""));
+}
+
+}  // namespace
+}  // namespace zeus::test
