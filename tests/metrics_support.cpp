@@ -106,6 +106,48 @@ nlohmann::json PrometheusServer::query_until_series(const std::string& expr,
   return result;
 }
 
+std::unique_ptr<PushgatewayServer> PushgatewayServer::start(std::string& why_not) {
+  constexpr const char* kGateway = "/usr/bin/prometheus-pushgateway";
+  if (::access(kGateway, X_OK) != 0) {
+    why_not = fmt::format(
+        "{} is not installed (Debian's prometheus-pushgateway package; "
+        "scripts/install-deps.sh installs it)",
+        kGateway);
+    return nullptr;
+  }
+  std::unique_ptr<PushgatewayServer> g(new PushgatewayServer());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    g->port_ = free_port();
+    g->gateway_ = std::make_unique<Child>(std::vector<std::string>{
+        kGateway, fmt::format("--web.listen-address=127.0.0.1:{}", g->port_),
+        // In memory: Debian's build persists to /var/lib/prometheus unless told otherwise.
+        "--persistence.file=", "--log.level=warn"});
+    if (eventually([&] { return http_call("GET", g->url() + "/-/ready").status == 200; },
+                   std::chrono::seconds(20))) {
+      return g;
+    }
+    g->gateway_->kill(SIGKILL);
+    g->gateway_->wait();
+  }
+  why_not = "prometheus-pushgateway did not become ready on a loopback port (three tries)";
+  return nullptr;
+}
+
+PushgatewayServer::~PushgatewayServer() {
+  if (gateway_) {
+    gateway_->kill(SIGTERM);
+    gateway_->wait();
+  }
+}
+
+std::string PushgatewayServer::url() const {
+  return fmt::format("http://127.0.0.1:{}", port_);
+}
+
+std::string PushgatewayServer::metrics() const {
+  return http_call("GET", url() + "/metrics").body;
+}
+
 std::optional<double> series_value(const nlohmann::json& result,
                                    const std::map<std::string, std::string>& labels) {
   for (const auto& series : result) {

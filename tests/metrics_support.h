@@ -38,6 +38,25 @@ class PrometheusServer {
   std::unique_ptr<Child> prometheus_;
 };
 
+// `prometheus-pushgateway` (1.5, Debian's) on a free loopback port, in memory (no persistence
+// file), killed when done.
+class PushgatewayServer {
+ public:
+  static std::unique_ptr<PushgatewayServer> start(std::string& why_not);
+  ~PushgatewayServer();
+  PushgatewayServer(const PushgatewayServer&) = delete;
+  PushgatewayServer& operator=(const PushgatewayServer&) = delete;
+
+  std::string url() const;
+  // GET /metrics: everything pushed, in the text format.
+  std::string metrics() const;
+
+ private:
+  PushgatewayServer() = default;
+  int port_ = 0;
+  std::unique_ptr<Child> gateway_;
+};
+
 // The value of the series of `result` (a query's data.result) whose labels include `labels`.
 std::optional<double> series_value(const nlohmann::json& result,
                                    const std::map<std::string, std::string>& labels);

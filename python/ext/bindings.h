@@ -18,5 +18,7 @@ void bind_job(pybind11::module_& m);
 void bind_device(pybind11::module_& m);
 // EnergyMonitor (named, nestable energy windows over a Gpus and RAPL) and PowerTimeline.
 void bind_monitor(pybind11::module_& m);
+// Pusher (a Pushgateway group), render_metrics, job_state_families.
+void bind_metrics(pybind11::module_& m);
 
 }  // namespace zeus::python

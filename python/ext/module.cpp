@@ -12,4 +12,5 @@ PYBIND11_MODULE(_core, m) {
   zeus::python::bind_job(m);
   zeus::python::bind_device(m);
   zeus::python::bind_monitor(m);
+  zeus::python::bind_metrics(m);
 }

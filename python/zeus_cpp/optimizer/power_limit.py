@@ -27,6 +27,7 @@ from pathlib import Path
 from zeus_cpp import _core
 from zeus_cpp.callback import Callback
 from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp.optimizer._job_push import JobPush
 from zeus_cpp.optimizer._frameworks import (
     HFGlobalPowerLimitOptimizer,
     LightningGlobalPowerLimitOptimizer,
@@ -174,6 +175,7 @@ class GlobalPowerLimitOptimizer(Callback):
         self.current_power_limit = 0
         self.state: Ready | Warmup | Profiling | Done
         self._keeper = None
+        self._job_push = JobPush.from_env(self)
 
         if self.measure_only:
             current = self._gpus.get_power_management_limit(monitor.gpu_indices[0])
@@ -259,6 +261,8 @@ class GlobalPowerLimitOptimizer(Callback):
         """An epoch ended: a limit being warmed up or profiled starts over in the next one, at
         the maximum limit meanwhile (as upstream)."""
         self._run_pending_step()
+        if self._job_push is not None:
+            self._job_push.epoch_end()
         if isinstance(self.state, (Ready, Done)):
             return
         if isinstance(self.state, Profiling):

@@ -18,6 +18,7 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvBsoDatabaseUrl,
                                    kEnvBsoServerUrl,
                                    kEnvBsoBatchSizes,
+                                   kEnvPushgatewayUrl,
                                    kEnvTraceDir,
                                    kEnvSimGpus,
                                    kEnvSimState,

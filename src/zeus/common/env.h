@@ -40,6 +40,11 @@ inline constexpr EnvVar kEnvBsoServerUrl{
 inline constexpr EnvVar kEnvBsoBatchSizes{
     "ZEUS_BSO_BATCH_SIZES", "",
     "Global batch sizes the service chooses from (\"32,64,128\") when the program names none"};
+// zeus-cpp's: a training job's state pushed to a Prometheus Pushgateway (job/job_metrics.h).
+inline constexpr EnvVar kEnvPushgatewayUrl{
+    "ZEUS_PUSHGATEWAY_URL", "",
+    "Prometheus Pushgateway the job's master pushes its state to at each epoch end, e.g. "
+    "http://127.0.0.1:9091"};
 inline constexpr EnvVar kEnvTraceDir{
     "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
 inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",

@@ -15,6 +15,7 @@
 #include "zeus/contract/run_files.h"
 #include "zeus/job/batch_size_trial.h"
 #include "zeus/job/job_core.h"
+#include "zeus/job/job_metrics.h"
 #include "zeus/job/messages.h"
 #include "zeus/job/node_gpus.h"
 #include "zeus/job/node_limits.h"
@@ -78,6 +79,11 @@ class EnergyJob::Impl {
     meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
     core_.emplace(o_, ranks_, range_);
     progress_on_ = o_.progress_bar && ranks_.is_master();
+    agree(coll_, "opening the Pushgateway", [&] {
+      if (ranks_.is_master() && !o_.pushgateway_url.empty()) {
+        metrics_ = std::make_unique<JobMetrics>(o_.pushgateway_url, o_.job_id);
+      }
+    });
     if (o_.measure_only) {
       if (ranks_.is_master()) {
         logger().info(
@@ -178,6 +184,7 @@ class EnergyJob::Impl {
         consult_service(*trial_, *core_, epoch_ + 1, *metric_, decision);
       }
       d = decision.encode();
+      push_state(&decision);
     }
     coll_.broadcast(d, 0);
     const DecisionMessage decision = DecisionMessage::decode(d);
@@ -436,6 +443,33 @@ class EnergyJob::Impl {
       trial_->end();  // the service did not end it: the job stopped itself
     }
     limits_->restore();
+    push_state(nullptr);
+    metrics_.reset();  // flushes the last state (at most 2 s)
+  }
+
+  // The master's push of the job's state (no-op without a Pushgateway). `decision`: the one just
+  // made (its forecast); null: the job has ended.
+  void push_state(const DecisionMessage* decision) {
+    if (!metrics_) {
+      return;
+    }
+    JobState s;
+    s.epochs_done = epoch_ + 1;
+    s.energy_j = core_->total_energy_j();
+    s.time_s = core_->total_time_s();
+    s.cost = core_->cost().cost(s.energy_j, s.time_s);
+    s.power_limit_mw = current_limit_mw_;
+    s.optimal_power_limit_mw = profiler_ ? profiler_->optimal_limit_mw() : std::nullopt;
+    s.max_power_limit_mw = range_.max_mw;
+    s.phase = !profiler_          ? JobState::Phase::kMeasureOnly
+              : profiler_->done() ? JobState::Phase::kOptimal
+                                  : JobState::Phase::kProfiling;
+    if (decision != nullptr && decision->forecast.predicted_cost > 0) {
+      s.next_epoch_cost = decision->forecast.predicted_cost;
+    }
+    s.cost_threshold = o_.cost_threshold;
+    s.finished = decision == nullptr;
+    metrics_->push(s);
   }
 
   void draw_progress(std::string_view split, const LoopTally& loop) {
@@ -466,13 +500,14 @@ class EnergyJob::Impl {
   Collectives& coll_;
   RankInfo ranks_;
   RankDevice device_;
-  std::unique_ptr<NodeGpus> gpus_;      // which GPUs
-  std::unique_ptr<NodeLimits> limits_;  // their limits and journal
-  std::unique_ptr<NodeMeter> meter_;    // their energy windows and power logs
-  std::unique_ptr<RankClock> clock_;    // injected, or its simulated GPU's, or the machine's
-  int64_t steps_unsettled_ = 0;         // steps since the clock's last settle
-  PowerLimitRange range_;               // the global master's GPUs'
-  std::optional<JobCore> core_;         // the ledger and the decisions
+  std::unique_ptr<NodeGpus> gpus_;       // which GPUs
+  std::unique_ptr<NodeLimits> limits_;   // their limits and journal
+  std::unique_ptr<NodeMeter> meter_;     // their energy windows and power logs
+  std::unique_ptr<RankClock> clock_;     // injected, or its simulated GPU's, or the machine's
+  int64_t steps_unsettled_ = 0;          // steps since the clock's last settle
+  PowerLimitRange range_;                // the global master's GPUs'
+  std::optional<JobCore> core_;          // the ledger and the decisions
+  std::unique_ptr<JobMetrics> metrics_;  // the master's pushes, when there is a Pushgateway
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   std::unique_ptr<BatchSizeTrial> trial_;  // the global master's, with a batch-size service
   bool profile_loaded_ = false;

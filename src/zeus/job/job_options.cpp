@@ -213,6 +213,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.monitor_period = o.monitor_period;
   r.progress_bar = o.progress_bar.value_or(isatty(STDERR_FILENO) == 1);
   r.service = resolve_service(o.batch_size_service, r, world_size);
+  r.pushgateway_url = o.pushgateway_url.value_or(get_env(kEnvPushgatewayUrl).value_or(""));
   return r;
 }
 

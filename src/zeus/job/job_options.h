@@ -51,6 +51,9 @@ struct JobOptions {
   std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
   std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
   BatchSizeServiceOptions batch_size_service;
+  // ZEUS_PUSHGATEWAY_URL: the master pushes the job's state there (job/job_metrics.h); unset or
+  // empty: no push.
+  std::optional<std::string> pushgateway_url;
 };
 
 // The service's job as the loader registers it; the GPU fields (max power, count, model) are
@@ -85,6 +88,7 @@ struct ResolvedJobOptions {
   int64_t per_rank_batch_size = 0;
   int64_t global_batch_size = 0;           // per rank x world size: names the job's files
   std::optional<ResolvedService> service;  // set: the batch size comes from the service
+  std::string pushgateway_url;             // empty: no push
 };
 
 // Throws ConfigError naming the option (and its variable), the value and what is accepted.
