@@ -259,7 +259,9 @@ TEST(NvmlGpuSet, MissingOptionalSymbolsFallBack) {
                   "nvmlDeviceGetPersistenceMode", "nvmlDeviceSetPersistenceMode",
                   "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
                   "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks",
-                  "nvmlDeviceSetMemoryLockedClocks", "nvmlDeviceResetMemoryLockedClocks"));
+                  "nvmlDeviceSetMemoryLockedClocks", "nvmlDeviceResetMemoryLockedClocks",
+                  // the metrics exporter's
+                  "nvmlDeviceGetTemperature", "nvmlDeviceGetClockInfo"));
   EXPECT_EQ(gpus.count(), 4) << "unversioned nvmlInit/GetCount/GetHandleByIndex must be used";
   EXPECT_FALSE(gpus.has_energy_counter(0));
   EXPECT_EQ(gpus.energy_mj(0), std::nullopt);

@@ -26,9 +26,9 @@ std::string url_encode(const std::string& text) {
 
 }  // namespace
 
-std::unique_ptr<PrometheusServer> PrometheusServer::start(const std::vector<std::string>& targets,
-                                                          std::string& why_not,
-                                                          const std::string& bearer_token) {
+std::unique_ptr<PrometheusServer> PrometheusServer::start(
+    const std::vector<std::string>& targets, std::string& why_not, const std::string& bearer_token,
+    const std::vector<std::string>& pushgateways) {
   if (::access(kPrometheus, X_OK) != 0) {
     why_not = fmt::format(
         "{} is not installed (Debian's prometheus package; "
@@ -48,11 +48,18 @@ std::unique_ptr<PrometheusServer> PrometheusServer::start(const std::vector<std:
       std::ofstream(token_file) << bearer_token << "\n";
       out << "    authorization:\n      credentials_file: " << token_file.string() << "\n";
     }
-    out << "    static_configs:\n      - targets: [";
-    for (size_t i = 0; i < targets.size(); ++i) {
-      out << (i == 0 ? "" : ", ") << "'" << targets[i] << "'";
+    const auto list = [&out](const std::vector<std::string>& hosts) {
+      out << "    static_configs:\n      - targets: [";
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        out << (i == 0 ? "" : ", ") << "'" << hosts[i] << "'";
+      }
+      out << "]\n";
+    };
+    list(targets);
+    if (!pushgateways.empty()) {
+      out << "  - job_name: pushgateway\n    honor_labels: true\n    scrape_timeout: 900ms\n";
+      list(pushgateways);
     }
-    out << "]\n";
   }
   // A port taken between free_port() and the bind is retried with another.
   for (int attempt = 0; attempt < 3; ++attempt) {

@@ -16,10 +16,12 @@ namespace zeus::test {
 class PrometheusServer {
  public:
   // Scrapes each "host:port" of `targets` (job "zeus") every second, with `bearer_token` when
-  // not empty. nullptr with `why_not` saying why it cannot start here (not installed).
+  // not empty, and each of `pushgateways` (job "pushgateway", honor_labels: the pushed job
+  // label stays). nullptr with `why_not` saying why it cannot start here (not installed).
   static std::unique_ptr<PrometheusServer> start(const std::vector<std::string>& targets,
                                                  std::string& why_not,
-                                                 const std::string& bearer_token = "");
+                                                 const std::string& bearer_token = "",
+                                                 const std::vector<std::string>& pushgateways = {});
   ~PrometheusServer();
   PrometheusServer(const PrometheusServer&) = delete;
   PrometheusServer& operator=(const PrometheusServer&) = delete;

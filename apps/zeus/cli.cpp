@@ -109,6 +109,32 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                         "Restore even when the journal's writer still runs, or wrote it on "
                         "another host or before the last reboot");
 
+  JobEnergyCommandOptions job_energy;
+  CLI::App* job_energy_cmd = app.add_subcommand(
+      "job-energy",
+      "Per-job GPU energy kept by zeusd: start and stop (Slurm prolog, epilog), report");
+  for (const char* action : {"start", "stop"}) {
+    CLI::App* sub = job_energy_cmd->add_subcommand(
+        action, std::string(action) + " measuring a job (run as root)");
+    sub->add_option("--job", job_energy.jobs, "The job id (a Slurm job: $SLURM_JOB_ID)")
+        ->required()
+        ->expected(1);
+    sub->add_option("--zeusd-socket", job_energy.zeusd_socket, "zeusd's socket");
+    sub->callback([&job_energy, action] { job_energy.action = action; });
+    if (std::string(action) == "start") {
+      sub->add_option("--gpus", job_energy.gpus, "NVML indices like 0,1 (default: every GPU)");
+    }
+  }
+  CLI::App* report_sub =
+      job_energy_cmd->add_subcommand("report", "Energy, time and average power of jobs");
+  report_sub->add_option("jobs", job_energy.jobs, "Job ids (default: every job zeusd knows)");
+  report_sub->add_option("--format", job_energy.format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  report_sub->add_option("--zeusd-socket", job_energy.zeusd_socket, "zeusd's socket");
+  report_sub->callback([&job_energy] { job_energy.action = "report"; });
+  job_energy_cmd->require_subcommand(1);
+
   BsoServerCommandOptions bso;
   CLI::App* bso_cmd = app.add_subcommand(
       "bso-server",
@@ -277,6 +303,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (bso_cmd->parsed()) {
       return run_bso_server(bso, out, err);
+    }
+    if (job_energy_cmd->parsed()) {
+      return run_job_energy(job_energy, out, err);
     }
     if (run_cmd->parsed()) {
       run.command = run_command ? *run_command : run_cmd->remaining();

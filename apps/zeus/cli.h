@@ -87,6 +87,15 @@ std::optional<size_t> run_separator(const CLI::App* cmd, const std::vector<std::
 // returns the exit code of the run.
 int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err);
 
+// `zeus job-energy start|stop|report`: per-job energy kept by zeusd (Slurm prolog and epilog).
+struct JobEnergyCommandOptions {
+  std::string action;             // start, stop or report
+  std::vector<std::string> jobs;  // start/stop: exactly one; report: any (none: all)
+  std::string gpus;               // start: "0,1"; empty: every GPU
+  std::string format = "table";   // report: table, csv or json
+  std::string zeusd_socket;       // empty: ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, /run/zeusd/zeusd.sock
+};
+
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
@@ -95,6 +104,8 @@ int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostr
 int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_restore_limits(const RestoreLimitsCommandOptions& options, std::ostream& out,
                        std::ostream& err);
+
+int run_job_energy(const JobEnergyCommandOptions& options, std::ostream& out, std::ostream& err);
 
 int run_tune_command(const tune::TuneOptions& options, std::ostream& out, std::ostream& err);
 

@@ -4,7 +4,10 @@
 # or /run is touched. Two nodes, n1 and n2, each a slurmd of this host (their names do not
 # resolve: a job that needs a rendezvous address sets MASTER_ADDR).
 #
-#   tests/slurm/fixture.sh start DIR    # up and idle in about 1-10 s; prints SLURM_CONF=DIR/slurm.conf
+#   tests/slurm/fixture.sh start DIR [PROLOG EPILOG]
+#                                       # up and idle in about 1-10 s; prints SLURM_CONF=DIR/slurm.conf
+#                                       # (PROLOG, EPILOG: slurm.conf's Prolog= and Epilog=, with
+#                                       # PrologFlags=Alloc: the prolog runs when the job starts)
 #   tests/slurm/fixture.sh stop DIR     # kills the daemons, removes their pid files
 #
 # Exit codes of start: 0 ready; 3 Slurm cannot run here (not root, packages missing), with the
@@ -13,6 +16,8 @@ set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
+prolog=${3:-}
+epilog=${4:-}
 [[ -n "$cmd" && -n "$dir" ]] || {
   echo "usage: $0 start|stop DIR" >&2
   exit 2
@@ -113,6 +118,9 @@ ReturnToService=2
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
+${prolog:+Prolog=$prolog
+PrologFlags=Alloc}
+${epilog:+Epilog=$epilog}
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$cpus RealMemory=2000 State=UNKNOWN
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$cpus RealMemory=2000 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP

@@ -13,6 +13,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
@@ -72,7 +73,7 @@ std::string_view group_of(std::string_view path) {
   if (path.starts_with("/gpu/set_") || path.starts_with("/gpu/reset_")) {
     return kGroupGpuControl;
   }
-  if (path.starts_with("/gpu/")) {
+  if (path.starts_with("/gpu/") || path.starts_with("/job_energy/")) {
     return kGroupGpuRead;
   }
   if (path.starts_with("/cpu/")) {
@@ -113,8 +114,13 @@ struct Api::Caller {
 };
 
 Api::Api(ApiOptions options, GpuControl& gpus, device::CpuSet* cpus, LeaseKeeper& leases,
-         PowerStreams& streams)
-    : options_(std::move(options)), gpus_(gpus), cpus_(cpus), leases_(leases), streams_(streams) {}
+         PowerStreams& streams, JobEnergyBook* jobs)
+    : options_(std::move(options)),
+      gpus_(gpus),
+      cpus_(cpus),
+      leases_(leases),
+      streams_(streams),
+      jobs_(jobs) {}
 
 std::vector<std::string> Api::enabled_groups() const {
   std::vector<std::string> out;
@@ -219,7 +225,47 @@ Response Api::route(const Request& request, const Caller& caller) {
   if (path.starts_with("/cpu/")) {
     return get ? cpu_read(request) : method_not_allowed();
   }
+  if (path.starts_with("/job_energy/") && jobs_ != nullptr) {
+    return job_energy(request, caller);
+  }
   return Response::text(404, "");
+}
+
+// zeus-cpp's job accounting: POST start?job_id=&gpu_ids= and stop?job_id= by an administrator
+// (root on the socket: a Slurm prolog and epilog; a token over TCP), GET report?job_ids= by
+// any reader.
+Response Api::job_energy(const Request& request, const Caller& caller) {
+  const std::string& path = request.path;
+  const bool write = path == "/job_energy/start" || path == "/job_energy/stop";
+  if (write ? request.method != "POST"
+            : (path != "/job_energy/report" || request.method != "GET")) {
+    return Response::text(404, "");
+  }
+  if (write && !caller.actor().admin) {
+    return error_json(403, fmt::format("{}: only root (a Slurm prolog or epilog) starts and "
+                                       "stops a job's energy record; {} may read reports",
+                                       path, caller.actor().name));
+  }
+  try {
+    if (path == "/job_energy/report") {
+      const Query q(request, {"job_ids"});
+      const auto ids = q.get("job_ids");
+      std::vector<std::string> jobs;
+      for (const auto& id : ids ? split(*ids, ',') : std::vector<std::string>{}) {
+        jobs.push_back(id);
+      }
+      return Response::json(200, jobs_->report(jobs).dump());
+    }
+    if (path == "/job_energy/start") {
+      const Query q(request, {"job_id", "gpu_ids"});
+      const auto ids = read_ids(q.ids("gpu_ids", "GPU"), gpus_.count(), "GPU");
+      return Response::json(200, jobs_->start(q.get("job_id").value_or(""), ids).dump());
+    }
+    const Query q(request, {"job_id"});
+    return Response::json(200, jobs_->stop(q.get("job_id").value_or("")).dump());
+  } catch (const ConfigError& e) {
+    return error_json(400, e.what());
+  }
 }
 
 Response Api::discover() const {

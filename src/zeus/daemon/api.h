@@ -7,6 +7,7 @@
 #include <string>
 
 #include "zeus/daemon/gpu_control.h"
+#include "zeus/daemon/job_energy.h"
 #include "zeus/daemon/lease_keeper.h"
 #include "zeus/daemon/power_streams.h"
 #include "zeus/device/cpu_set.h"
@@ -28,9 +29,10 @@ struct ApiOptions {
 
 class Api {
  public:
-  // `cpus` may be null (no RAPL: no CPUs listed, CPU routes answer for an empty set).
+  // `cpus` may be null (no RAPL: no CPUs listed, CPU routes answer for an empty set);
+  // `jobs` null: the job-energy routes answer 404.
   Api(ApiOptions options, GpuControl& gpus, device::CpuSet* cpus, LeaseKeeper& leases,
-      PowerStreams& streams);
+      PowerStreams& streams, JobEnergyBook* jobs = nullptr);
 
   // Never throws: errors are responses.
   http::Response handle(const http::Request& request);
@@ -44,6 +46,8 @@ class Api {
   http::Response gpu_write(const http::Request& request, const Caller& caller);
   http::Response gpu_read(const http::Request& request);
   http::Response cpu_read(const http::Request& request);
+  // zeus-cpp's /job_energy/{start,stop,report}.
+  http::Response job_energy(const http::Request& request, const Caller& caller);
   std::vector<int> read_ids(const std::optional<std::vector<int>>& ids, int count,
                             const char* noun) const;
 
@@ -52,6 +56,7 @@ class Api {
   device::CpuSet* cpus_;
   LeaseKeeper& leases_;
   PowerStreams& streams_;
+  JobEnergyBook* jobs_;
 };
 
 }  // namespace zeus::daemon

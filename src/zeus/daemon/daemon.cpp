@@ -196,7 +196,9 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
       *gpus_, LeaseKeeperOptions{options_.state_dir / "leases.json",
                                  options_.state_dir / "audit.jsonl", options_.require_gpu_process});
   streams_ = std::make_unique<PowerStreams>(*gpus_, cpus_.get(), options_.streams);
-  api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_);
+  jobs_ = std::make_unique<JobEnergyBook>(
+      *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json"});
+  api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_, jobs_.get());
   if (!options_.metrics.bind_address.empty()) {
     metrics_ =
         std::make_unique<NodeMetrics>(options_.metrics, options_.nvml, cpus_.get(), *leases_);

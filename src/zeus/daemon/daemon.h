@@ -61,6 +61,7 @@ class Daemon {
   std::unique_ptr<device::CpuSet> cpus_;
   std::unique_ptr<LeaseKeeper> leases_;
   std::unique_ptr<PowerStreams> streams_;
+  std::unique_ptr<JobEnergyBook> jobs_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<http::Server> server_;  // last: stops first
