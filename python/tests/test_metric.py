@@ -185,3 +185,30 @@ def test_the_optimizer_pushes_the_jobs_state(job_env: Path, gateway: str,
     while finished != 1.0 and time.monotonic() < deadline:
         finished, _ = eventually(gateway, "zeus_job_finished", job="plo job")
     assert finished == 1.0
+
+
+def test_the_pytorch_loader_pushes_the_jobs_state(job_env: Path, gateway: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from zeus_cpp import ZeusDataLoader
+
+    monkeypatch.setenv("ZEUS_PUSHGATEWAY_URL", f"http://{gateway}")
+    monkeypatch.setenv("ZEUS_JOB_ID", "loader-job")
+    data = TensorDataset(torch.arange(64, dtype=torch.float32).reshape(64, 1), torch.zeros(64))
+    train = ZeusDataLoader(data, batch_size=2, max_epochs=2)
+    evaluation = ZeusDataLoader(data, batch_size=8)
+    for _ in train.epochs():
+        for _ in train:
+            pass
+        for _ in evaluation:
+            pass
+        train.report_metric(0.1, higher_is_better=True)
+    # The end of the job flushed its last state before epochs() returned.
+    text = _get(f"http://{gateway}/metrics")[1]
+    assert value(text, "zeus_job_finished", job="loader-job") == 1.0, text[-2000:]
+    assert value(text, "zeus_job_epoch", job="loader-job") == 2.0
+    assert value(text, "zeus_job_energy_joules", job="loader-job") == \
+        pytest.approx(train.result["energy"], rel=1e-6)
+    assert value(text, "zeus_job_phase", job="loader-job", phase="optimal") == 1.0
