@@ -25,6 +25,7 @@ namespace {
 using contract::StopReason;
 using contract::summary_line;
 using contract::TrainResult;
+using test::run_epoch;
 using ::testing::HasSubstr;
 
 // Every variable the resolution reads, unset for the test's scope unless given.
@@ -213,21 +214,6 @@ TEST(EnergyJob, SingleProcessProfilesThenStopsOnTheThreshold) {
   EXPECT_TRUE(std::filesystem::exists(dir / "log" / "zeus+bs16.train.json"));
   EXPECT_TRUE(std::filesystem::exists(dir / "log" / "bs16.power.json"));
   EXPECT_EQ(job.current_power_limit_mw(), *job.optimal_power_limit_mw());
-}
-
-// One epoch of `train` steps and `eval` steps, reporting `metric`.
-void run_epoch(EnergyJob& job, int train, int eval, double metric) {
-  job.begin_train_epoch(train);
-  for (int i = 0; i < train; ++i) {
-    job.train_step_begin();
-    job.train_step_end();
-  }
-  job.end_train_epoch();
-  job.begin_eval_epoch(eval);
-  for (int i = 0; i < eval; ++i)
-    job.eval_step_end();
-  job.end_eval_epoch();
-  job.report_metric(metric);
 }
 
 // Zeus synchronizes the device before every timestamp that opens or closes a measurement: the

@@ -32,21 +32,6 @@ std::optional<double> line_value(const std::string& text, const std::string& ser
   return std::stod(text.substr(at + series.size() + 2));
 }
 
-void run_epoch(job::EnergyJob& job, int train, int eval, double metric) {
-  job.begin_train_epoch(train);
-  for (int i = 0; i < train; ++i) {
-    job.train_step_begin();
-    job.train_step_end();
-  }
-  job.end_train_epoch();
-  job.begin_eval_epoch(eval);
-  for (int i = 0; i < eval; ++i) {
-    job.eval_step_end();
-  }
-  job.end_eval_epoch();
-  job.report_metric(metric);
-}
-
 TEST(JobPush, TheJobsStateIsInThePushgatewayAfterEachEpochAndAtTheEnd) {
   std::string why;
   auto gateway = PushgatewayServer::start(why);

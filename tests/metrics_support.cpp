@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +23,25 @@ std::string url_encode(const std::string& text) {
   curl_free(out);
   curl_easy_cleanup(curl);
   return encoded;
+}
+
+// Starts argv(port) on a free loopback port and waits until its GET /-/ready answers 200 (30 s);
+// a port taken between free_port() and the bind is retried with another, three times. The
+// child, with *port set, or nullptr.
+std::unique_ptr<Child> start_ready(const std::function<std::vector<std::string>(int)>& argv,
+                                   int* port) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    *port = free_port();
+    auto child = std::make_unique<Child>(argv(*port));
+    const std::string ready = fmt::format("http://127.0.0.1:{}/-/ready", *port);
+    if (eventually([&] { return http_call("GET", ready).status == 200; },
+                   std::chrono::seconds(30))) {
+      return child;
+    }
+    child->kill(SIGKILL);
+    child->wait();
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -61,24 +81,19 @@ std::unique_ptr<PrometheusServer> PrometheusServer::start(
       list(pushgateways);
     }
   }
-  // A port taken between free_port() and the bind is retried with another.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    p->port_ = free_port();
-    p->prometheus_ = std::make_unique<Child>(std::vector<std::string>{
-        kPrometheus, "--config.file=" + config.string(),
-        "--storage.tsdb.path=" + (p->dir_->path() / "data").string(),
-        fmt::format("--web.listen-address=127.0.0.1:{}", p->port_), "--log.level=warn"});
-    const bool ready =
-        eventually([&] { return http_call("GET", p->url() + "/-/ready").status == 200; },
-                   std::chrono::seconds(30));
-    if (ready) {
-      return p;
-    }
-    p->prometheus_->kill(SIGKILL);
-    p->prometheus_->wait();
+  p->prometheus_ = start_ready(
+      [&](int port) {
+        return std::vector<std::string>{
+            kPrometheus, "--config.file=" + config.string(),
+            "--storage.tsdb.path=" + (p->dir_->path() / "data").string(),
+            fmt::format("--web.listen-address=127.0.0.1:{}", port), "--log.level=warn"};
+      },
+      &p->port_);
+  if (!p->prometheus_) {
+    why_not = "prometheus did not become ready on a loopback port in 30 s (three tries)";
+    return nullptr;
   }
-  why_not = "prometheus did not become ready on a loopback port in 30 s (three tries)";
-  return nullptr;
+  return p;
 }
 
 PrometheusServer::~PrometheusServer() {
@@ -123,21 +138,19 @@ std::unique_ptr<PushgatewayServer> PushgatewayServer::start(std::string& why_not
     return nullptr;
   }
   std::unique_ptr<PushgatewayServer> g(new PushgatewayServer());
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    g->port_ = free_port();
-    g->gateway_ = std::make_unique<Child>(std::vector<std::string>{
-        kGateway, fmt::format("--web.listen-address=127.0.0.1:{}", g->port_),
-        // In memory: Debian's build persists to /var/lib/prometheus unless told otherwise.
-        "--persistence.file=", "--log.level=warn"});
-    if (eventually([&] { return http_call("GET", g->url() + "/-/ready").status == 200; },
-                   std::chrono::seconds(20))) {
-      return g;
-    }
-    g->gateway_->kill(SIGKILL);
-    g->gateway_->wait();
+  g->gateway_ = start_ready(
+      [&](int port) {
+        return std::vector<std::string>{
+            kGateway, fmt::format("--web.listen-address=127.0.0.1:{}", port),
+            // In memory: Debian's build persists to /var/lib/prometheus unless told otherwise.
+            "--persistence.file=", "--log.level=warn"};
+      },
+      &g->port_);
+  if (!g->gateway_) {
+    why_not = "prometheus-pushgateway did not become ready on a loopback port (three tries)";
+    return nullptr;
   }
-  why_not = "prometheus-pushgateway did not become ready on a loopback port (three tries)";
-  return nullptr;
+  return g;
 }
 
 PushgatewayServer::~PushgatewayServer() {

@@ -41,9 +41,7 @@ nlohmann::json report(const fs::path& socket, const std::string& job) {
 }
 
 TEST(SlurmJobEnergy, ThePrologAndEpilogMeasureAJobAsItsGpusCountersSay) {
-  if (const auto why = zeusd_skip_reason()) {
-    GTEST_SKIP() << *why;
-  }
+  ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml(four_a40s(), false, {.permissive = false});
   nvml.set_gpu_value(1, "power_mw", 200'000);
   SharedDir dir;
@@ -101,9 +99,7 @@ TEST(SlurmJobEnergy, ThePrologAndEpilogMeasureAJobAsItsGpusCountersSay) {
 }
 
 TEST(SlurmJobEnergy, MistakesAreNamedAndOnlyRootStartsARecord) {
-  if (const auto why = zeusd_skip_reason()) {
-    GTEST_SKIP() << *why;
-  }
+  ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml(four_a40s(), false, {.permissive = false});
   SharedDir dir;
   ZeusdProcess daemon(dir);

@@ -24,13 +24,6 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-#define ZEUSD_SKIP_UNLESS_ROOT()                \
-  do {                                          \
-    if (const auto why = zeusd_skip_reason()) { \
-      GTEST_SKIP() << *why;                     \
-    }                                           \
-  } while (false)
-
 FakeNvml strict_nvml() {
   return FakeNvml(four_a40s(), false, {.permissive = false});
 }

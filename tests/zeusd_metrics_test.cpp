@@ -25,13 +25,6 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-#define ZEUSD_SKIP_UNLESS_ROOT()                \
-  do {                                          \
-    if (const auto why = zeusd_skip_reason()) { \
-      GTEST_SKIP() << *why;                     \
-    }                                           \
-  } while (false)
-
 std::string scrape(const std::string& address, const std::vector<std::string>& headers = {}) {
   const HttpReply r = http_call("GET", "http://" + address + "/metrics", "", headers);
   return r.status == 200 ? r.body : "HTTP " + std::to_string(r.status);

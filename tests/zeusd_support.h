@@ -23,6 +23,14 @@ inline constexpr unsigned kUserB = 61002;
 // uid), or std::nullopt.
 std::optional<std::string> zeusd_skip_reason();
 
+// Skips the test, saying why, where zeusd_skip_reason() says so.
+#define ZEUSD_SKIP_UNLESS_ROOT()                \
+  do {                                          \
+    if (const auto why = zeusd_skip_reason()) { \
+      GTEST_SKIP() << *why;                     \
+    }                                           \
+  } while (false)
+
 // A temporary directory other uids can reach: the socket lives in it, and "scratch/" (mode
 // 1777) takes what the clients write.
 class SharedDir {

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
-
 #include "zeus/common/errors.h"
 
 namespace zeus::daemon::nvml {
@@ -14,17 +12,10 @@ using device::nvml::NvmlApi;
 NvmlGpuControl::NvmlGpuControl(device::nvml::NvmlLibraryOptions options)
     : lib_(std::make_unique<device::nvml::NvmlLibrary>(std::move(options))) {
   const NvmlApi& api = lib_->api();
-  unsigned int n = 0;
-  check_nvml(*lib_, api.device_get_count(&n), "nvmlDeviceGetCount_v2", "this machine");
-  for (unsigned int i = 0; i < n; ++i) {
-    const std::string where = fmt::format("GPU {}", i);
+  for (const auto& d : device::nvml::list_devices(*lib_)) {
     Gpu g;
-    check_nvml(*lib_, api.device_get_handle_by_index(i, &g.handle), "nvmlDeviceGetHandleByIndex_v2",
-               where);
-    std::array<char, kNvmlDeviceNameBufferSize> name{};
-    check_nvml(*lib_, api.device_get_name(g.handle, name.data(), name.size()), "nvmlDeviceGetName",
-               where);
-    g.identity.name = name.data();
+    g.handle = d.handle;
+    g.identity.name = d.name;
     if (api.device_get_pci_info != nullptr) {
       nvmlPciInfo_t pci{};
       if (api.device_get_pci_info(g.handle, &pci) == NVML_SUCCESS) {

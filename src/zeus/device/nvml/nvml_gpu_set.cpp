@@ -19,26 +19,17 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     zeusd_ = std::make_unique<zeusd::ZeusdClient>(*options.zeusd);
   }
   const NvmlApi& api = lib_->api();
-  unsigned int count = 0;
-  check_nvml(*lib_, api.device_get_count(&count), "nvmlDeviceGetCount_v2", "this machine");
-
+  const std::vector<NvmlDevice> devices = list_devices(*lib_);
+  const auto count = static_cast<unsigned int>(devices.size());
   std::vector<Gpu> all(count);
   std::vector<std::string> uuids(count);
   const MigParentLookup mig = [this](std::string_view m) { return mig_parent_uuid(m); };
   for (unsigned int i = 0; i < count; ++i) {
     Gpu& g = all[i];
     g.nvml_index = static_cast<int>(i);
-    const std::string where = fmt::format("NVML device {}", i);
-    check_nvml(*lib_, api.device_get_handle_by_index(i, &g.handle), "nvmlDeviceGetHandleByIndex_v2",
-               where);
-    std::array<char, kNvmlDeviceUuidBufferSize> uuid{};
-    check_nvml(*lib_, api.device_get_uuid(g.handle, uuid.data(), uuid.size()), "nvmlDeviceGetUUID",
-               where);
-    std::array<char, kNvmlDeviceNameBufferSize> name{};
-    check_nvml(*lib_, api.device_get_name(g.handle, name.data(), name.size()), "nvmlDeviceGetName",
-               where);
-    g.uuid = uuid.data();
-    g.name = name.data();
+    g.handle = devices[i].handle;
+    g.uuid = devices[i].uuid;
+    g.name = devices[i].name;
     uuids[i] = g.uuid;
     machine_.push_back({g.uuid, g.name});
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <initializer_list>
 
 #include "zeus/common/env.h"
@@ -182,6 +183,28 @@ void check_nvml(const NvmlLibrary& lib, nvmlReturn_t rc, std::string_view functi
     default:
       throw DeviceError(base);
   }
+}
+
+std::vector<NvmlDevice> list_devices(const NvmlLibrary& lib) {
+  const NvmlApi& api = lib.api();
+  unsigned int count = 0;
+  check_nvml(lib, api.device_get_count(&count), "nvmlDeviceGetCount_v2", "this machine");
+  std::vector<NvmlDevice> out(count);
+  for (unsigned int i = 0; i < count; ++i) {
+    NvmlDevice& d = out[i];
+    const std::string where = fmt::format("NVML device {}", i);
+    check_nvml(lib, api.device_get_handle_by_index(i, &d.handle), "nvmlDeviceGetHandleByIndex_v2",
+               where);
+    std::array<char, kNvmlDeviceUuidBufferSize> uuid{};
+    check_nvml(lib, api.device_get_uuid(d.handle, uuid.data(), uuid.size()), "nvmlDeviceGetUUID",
+               where);
+    std::array<char, kNvmlDeviceNameBufferSize> name{};
+    check_nvml(lib, api.device_get_name(d.handle, name.data(), name.size()), "nvmlDeviceGetName",
+               where);
+    d.uuid = uuid.data();
+    d.name = name.data();
+  }
+  return out;
 }
 
 }  // namespace zeus::device::nvml

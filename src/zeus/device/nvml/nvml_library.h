@@ -81,6 +81,17 @@ class NvmlLibrary {
   std::vector<std::string> missing_optional_;
 };
 
+// A device as NVML lists it: its handle, name and UUID.
+struct NvmlDevice {
+  nvmlDevice_t handle = nullptr;
+  std::string name;
+  std::string uuid;
+};
+
+// Every device of the machine in NVML's order. Throws DeviceError naming the device ("NVML
+// device 2") and the call when one does not answer its identity calls.
+std::vector<NvmlDevice> list_devices(const NvmlLibrary& lib);
+
 // The one checker for NVML return codes: throws the typed error for `rc` (PermissionError,
 // NotSupported, DeviceLost, DeviceError) naming `function`, `where` (e.g. "GPU 0 (GPU-...,
 // NVIDIA A40)") and nvmlErrorString. Returns when rc is NVML_SUCCESS.

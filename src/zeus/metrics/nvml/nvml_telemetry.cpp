@@ -20,20 +20,11 @@ constexpr double kMilli = 1e-3;
 NvmlTelemetry::NvmlTelemetry(device::nvml::NvmlLibraryOptions options)
     : lib_(std::make_unique<device::nvml::NvmlLibrary>(std::move(options))) {
   const NvmlApi& api = lib_->api();
-  unsigned int n = 0;
-  check_nvml(*lib_, api.device_get_count(&n), "nvmlDeviceGetCount_v2", "this machine");
-  for (unsigned int i = 0; i < n; ++i) {
-    const std::string where = fmt::format("GPU {}", i);
+  int index = 0;
+  for (const auto& d : device::nvml::list_devices(*lib_)) {
     Gpu g;
-    check_nvml(*lib_, api.device_get_handle_by_index(i, &g.handle), "nvmlDeviceGetHandleByIndex_v2",
-               where);
-    std::array<char, kNvmlDeviceNameBufferSize> name{};
-    check_nvml(*lib_, api.device_get_name(g.handle, name.data(), name.size()), "nvmlDeviceGetName",
-               where);
-    std::array<char, kNvmlDeviceUuidBufferSize> uuid{};
-    check_nvml(*lib_, api.device_get_uuid(g.handle, uuid.data(), uuid.size()), "nvmlDeviceGetUUID",
-               where);
-    g.identity = GpuIdentity{static_cast<int>(i), uuid.data(), name.data()};
+    g.handle = d.handle;
+    g.identity = GpuIdentity{index++, d.uuid, d.name};
     g.instant_power = api.device_get_field_values != nullptr;
     g.energy_counter = api.device_get_total_energy != nullptr;
     gpus_.push_back(std::move(g));
