@@ -12,6 +12,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from zeus_cpp import _core
+from zeus_cpp.optimizer._states import Done, all_reduce
 
 if TYPE_CHECKING:
     from zeus_cpp.optimizer.power_limit import GlobalPowerLimitOptimizer
@@ -56,15 +57,13 @@ class JobPush:
 
     def epoch_end(self) -> None:
         """Every rank: the epoch's energy and time (collectives), then rank 0 pushes."""
-        from zeus_cpp.optimizer.power_limit import _all_reduce
-
         monitor = self._monitor
         m = monitor.end_window(_WINDOW, sync_execution=False)
         monitor.begin_window(_WINDOW, sync_execution=False)
         energies = [m.gpu_energy[g] for g in monitor.gpu_indices]
-        self._energy_j += sum(_all_reduce(energies, "sum"))
-        self._time_s += max(_all_reduce([m.time], "max"))
-        self._world = int(max(_all_reduce([1.0], "sum")[0], 1))
+        self._energy_j += sum(all_reduce(energies, "sum"))
+        self._time_s += max(all_reduce([m.time], "max"))
+        self._world = int(max(all_reduce([1.0], "sum")[0], 1))
         self._epochs += 1
         self._push(finished=False)
 
@@ -80,8 +79,6 @@ class JobPush:
     def _push(self, finished: bool) -> None:
         if self._pusher is None:
             return
-        from zeus_cpp.optimizer.power_limit import Done
-
         opt = self._opt()
         if opt is None:  # collected: its last state, marked finished
             if self._last is not None:

@@ -21,13 +21,14 @@ import logging
 import os
 import socket
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 from zeus_cpp import _core
 from zeus_cpp.callback import Callback
 from zeus_cpp.monitor import ZeusMonitor
 from zeus_cpp.optimizer._job_push import JobPush
+from zeus_cpp.optimizer._states import Done, Profiling, Ready, Warmup
+from zeus_cpp.optimizer._states import all_reduce as _all_reduce
 from zeus_cpp.optimizer._frameworks import (
     HFGlobalPowerLimitOptimizer,
     LightningGlobalPowerLimitOptimizer,
@@ -62,37 +63,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Ready:
-    """Waiting ``steps`` more step beginnings before setting ``next_power_limit`` (mW)."""
-
-    next_power_limit: int
-    steps: int
-
-
-@dataclass
-class Warmup:
-    """At ``current_power_limit`` (mW), ``steps`` more step beginnings before profiling."""
-
-    current_power_limit: int
-    steps: int
-
-
-@dataclass
-class Profiling:
-    """Measuring ``current_power_limit`` (mW) for ``steps`` more step beginnings."""
-
-    current_power_limit: int
-    steps: int
-
-
-@dataclass
-class Done:
-    """At ``optimal_power_limit`` (mW) for good."""
-
-    optimal_power_limit: int
-
-
 def measure_only() -> bool:
     """``ZEUS_MEASURE_ONLY``, as the loaders read it."""
     value = os.environ.get("ZEUS_MEASURE_ONLY", "false").strip().lower()
@@ -109,20 +79,6 @@ def _journal_dir() -> Path:
         return Path(explicit)
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     return Path(runtime) / "zeus-cpp" if runtime else Path(f"/tmp/zeus-cpp-{os.getuid()}")
-
-
-def _all_reduce(values: list[float], op: str) -> list[float]:
-    """Elementwise over every rank (``sum`` or ``max``), as upstream; as is without a group."""
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return values
-    device = (torch.device("cuda", torch.cuda.current_device())
-              if dist.get_backend() == "nccl" else torch.device("cpu"))
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-    return tensor.cpu().tolist()
 
 
 class GlobalPowerLimitOptimizer(Callback):

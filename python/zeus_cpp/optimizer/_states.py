@@ -1,0 +1,54 @@
+"""The power-limit optimizer's states (upstream's names: ``Ready`` -> ``Warmup`` ->
+``Profiling`` -> ... -> ``Done``) and its reduction over the ranks, apart from the optimizer
+so that its helpers (the job push) use them without importing it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Done", "Profiling", "Ready", "Warmup", "all_reduce"]
+
+
+@dataclass
+class Ready:
+    """Waiting ``steps`` more step beginnings before setting ``next_power_limit`` (mW)."""
+
+    next_power_limit: int
+    steps: int
+
+
+@dataclass
+class Warmup:
+    """At ``current_power_limit`` (mW), ``steps`` more step beginnings before profiling."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Profiling:
+    """Measuring ``current_power_limit`` (mW) for ``steps`` more step beginnings."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Done:
+    """At ``optimal_power_limit`` (mW) for good."""
+
+    optimal_power_limit: int
+
+
+def all_reduce(values: list[float], op: str) -> list[float]:
+    """Elementwise over every rank (``sum`` or ``max``), as upstream; as is without a group."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if dist.get_backend() == "nccl" else torch.device("cpu"))
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return tensor.cpu().tolist()
