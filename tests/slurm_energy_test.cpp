@@ -128,6 +128,13 @@ TEST(SlurmJobEnergy, MistakesAreNamedAndOnlyRootStartsARecord) {
   EXPECT_EQ(running[0]["state"], "running");
   EXPECT_EQ(running[0]["gpus"].size(), 2u);
   EXPECT_EQ(cli({"stop", "--job", "7"}).exit_code, 0);
+  // Over TCP without a token (gpu-read served keyless), a record cannot be started or stopped.
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  SharedDir tcp_dir;
+  ZeusdProcess tcp(tcp_dir,
+                   {"--mode", "tcp", "--tcp-bind-address", address, "--enable", "gpu-read"});
+  EXPECT_EQ(tcp.call("POST", "/job_energy/start?job_id=8").status, 403);
+  EXPECT_EQ(tcp.call("GET", "/job_energy/report").status, 200) << "reading is gpu-read's";
   // A restarted daemon keeps its records.
   daemon.kill9();
   daemon.start();

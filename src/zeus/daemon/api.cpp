@@ -241,8 +241,15 @@ Response Api::job_energy(const Request& request, const Caller& caller) {
             : (path != "/job_energy/report" || request.method != "GET")) {
     return Response::text(404, "");
   }
-  if (write && !caller.actor().admin) {
-    return error_json(403, fmt::format("{}: only root (a Slurm prolog or epilog) starts and "
+  // On the socket, root; over TCP, a token with gpu-control (a reader's token, or no token at
+  // all where TCP serves without a key, must not end or fake another job's record).
+  const auto scopes = caller.claims ? caller.claims->scopes : std::vector<std::string>{};
+  const bool allowed =
+      caller.peer ? caller.peer->uid == 0
+                  : std::find(scopes.begin(), scopes.end(), kGroupGpuControl) != scopes.end();
+  if (write && !allowed) {
+    return error_json(403, fmt::format("{}: only root on the socket (a Slurm prolog or epilog), or "
+                                       "a token with the gpu-control scope over TCP, starts and "
                                        "stops a job's energy record; {} may read reports",
                                        path, caller.actor().name));
   }
