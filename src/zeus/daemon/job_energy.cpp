@@ -8,6 +8,7 @@
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/power.h"
 
 namespace zeus::daemon {
 
@@ -55,7 +56,7 @@ std::map<int, double> JobEnergyBook::read_counters(const std::vector<int>& gpus)
   std::map<int, double> out;
   for (const int g : gpus) {
     if (gpus_.identity(g).energy_available) {
-      out[g] = static_cast<double>(gpus_.energy_mj(g)) / 1000;
+      out[g] = mj_to_j(static_cast<int64_t>(gpus_.energy_mj(g)));
     }
   }
   return out;

@@ -1,6 +1,7 @@
 #include "zeus/exporter/metrics_server.h"
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -12,17 +13,10 @@ namespace zeus::exporter {
 
 namespace {
 
-// Compares without an early exit, so the time taken does not tell how much of a guess matched
-// (only whether its length did).
+// OpenSSL's constant-time compare (as zeusd's token check): the time taken does not tell how
+// much of a guess matched, only whether its length did.
 bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size() || b.empty()) {
-    return false;
-  }
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
+  return a.size() == b.size() && !b.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string trimmed(std::string text) {

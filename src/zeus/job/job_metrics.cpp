@@ -1,5 +1,6 @@
 #include "zeus/job/job_metrics.h"
 
+#include "zeus/common/power.h"
 #include "zeus/metrics/pushgateway.h"
 
 namespace zeus::job {
@@ -21,15 +22,15 @@ std::vector<Family> job_families(const JobState& s) {
                       "MAXPOWER * time (J)")
                     .add({}, s.cost));
   out.push_back(gauge("zeus_job_power_limit_watts", "Power limit the job's GPUs run at (W)")
-                    .add({}, static_cast<double>(s.power_limit_mw) / 1000));
+                    .add({}, mw_to_w(s.power_limit_mw)));
   Family optimal = gauge("zeus_job_optimal_power_limit_watts",
                          "The limit profiling chose (W); no series while profiling");
   if (s.optimal_power_limit_mw) {
-    optimal.add({}, static_cast<double>(*s.optimal_power_limit_mw) / 1000);
+    optimal.add({}, mw_to_w(*s.optimal_power_limit_mw));
   }
   out.push_back(std::move(optimal));
   out.push_back(gauge("zeus_job_max_power_limit_watts", "The GPUs' highest power limit (W)")
-                    .add({}, static_cast<double>(s.max_power_limit_mw) / 1000));
+                    .add({}, mw_to_w(s.max_power_limit_mw)));
   Family phase = gauge("zeus_job_phase", "1 for the job's current phase, 0 for the others");
   phase.add({{"phase", "profiling"}}, s.phase == JobState::Phase::kProfiling ? 1 : 0);
   phase.add({{"phase", "optimal"}}, s.phase == JobState::Phase::kOptimal ? 1 : 0);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/power.h"
 
 namespace zeus::metrics {
 
@@ -22,14 +23,14 @@ const GpuIdentity& GpuSetTelemetry::identity(int gpu) const {
 GpuReading GpuSetTelemetry::read(int gpu) {
   identity(gpu);
   GpuReading r;
-  r.power_w = static_cast<double>(gpus_.power_mw(gpu)) * 1e-3;
+  r.power_w = mw_to_w(gpus_.power_mw(gpu));
   if (const auto energy_mj = gpus_.energy_mj(gpu)) {
-    r.energy_j = static_cast<double>(*energy_mj) * 1e-3;
+    r.energy_j = mj_to_j(*energy_mj);
   }
-  r.power_limit_w = static_cast<double>(gpus_.power_limit_mw(gpu)) * 1e-3;
+  r.power_limit_w = mw_to_w(gpus_.power_limit_mw(gpu));
   const PowerLimitRange range = gpus_.power_limit_constraints_mw(gpu);
-  r.power_limit_min_w = static_cast<double>(range.min_mw) * 1e-3;
-  r.power_limit_max_w = static_cast<double>(range.max_mw) * 1e-3;
+  r.power_limit_min_w = mw_to_w(range.min_mw);
+  r.power_limit_max_w = mw_to_w(range.max_mw);
   return r;
 }
 

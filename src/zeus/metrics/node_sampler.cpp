@@ -1,26 +1,15 @@
 #include "zeus/metrics/node_sampler.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <array>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/posix.h"
+#include "zeus/common/power.h"
 
 namespace zeus::metrics {
 
 namespace {
-
-constexpr double kMicro = 1e-6;
-
-std::string this_host() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) {
-    return "unknown";
-  }
-  return name.data();
-}
 
 struct GpuFamilies {
   Family power{"zeus_gpu_power_watts",
@@ -84,7 +73,7 @@ NodeSampler::NodeSampler(GpuTelemetry* gpus, device::CpuSet* cpus, NodeSamplerOp
         fmt::format("metrics sample period {} ms: must be positive", options_.period.count()));
   }
   if (options_.host.empty()) {
-    options_.host = this_host();
+    options_.host = host_name();
   }
   gpu_state_.resize(gpus_ != nullptr ? static_cast<size_t>(gpus_->count()) : 0);
   cpu_state_.resize(cpus_ != nullptr ? static_cast<size_t>(cpus_->count()) : 0);
@@ -142,9 +131,9 @@ void NodeSampler::sample_now() {
   std::vector<std::string> cpu_errors(cpu_state_.size());
   for (size_t i = 0; i < cpu_reads.size(); ++i) {
     try {
-      cpu_reads[i].energy_j = static_cast<double>(cpus_->energy_uj(static_cast<int>(i))) * kMicro;
+      cpu_reads[i].energy_j = uj_to_j(cpus_->energy_uj(static_cast<int>(i)));
       if (const auto dram = cpus_->dram_energy_uj(static_cast<int>(i))) {
-        cpu_reads[i].dram_energy_j = static_cast<double>(*dram) * kMicro;
+        cpu_reads[i].dram_energy_j = uj_to_j(*dram);
       }
     } catch (const std::exception& e) {
       cpu_errors[i] = e.what();
@@ -162,18 +151,19 @@ void NodeSampler::sample_now() {
       ++s.errors;
       s.last.reset();
       s.last_time.reset();
-      s.last_power_w.reset();
       continue;
     }
     GpuReading& r = *gpu_reads[i];
     if (!r.energy_j && r.power_w) {
-      if (s.last_time && s.last_power_w) {
+      // last_time is set only while the last reading had a power and no counter.
+      if (s.last_time) {
         const double dt = std::chrono::duration<double>(t1 - *s.last_time).count();
-        s.integrated_energy_j += (*s.last_power_w + *r.power_w) / 2 * dt;
+        s.integrated_energy_j += (*s.last->power_w + *r.power_w) / 2 * dt;
       }
       s.last_time = t1;
-      s.last_power_w = r.power_w;
       r.energy_j = s.integrated_energy_j;
+    } else {
+      s.last_time.reset();
     }
     s.last = r;
   }

@@ -59,8 +59,8 @@ class NodeSampler {
   struct GpuState {
     std::optional<GpuReading> last;  // empty: the last read failed (or none yet)
     double integrated_energy_j = 0;  // where the GPU has no counter
+    // When `last` was read, while it is the previous step of that integral.
     std::optional<std::chrono::steady_clock::time_point> last_time;
-    std::optional<double> last_power_w;
     uint64_t errors = 0;
   };
   struct CpuState {

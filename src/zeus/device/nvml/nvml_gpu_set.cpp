@@ -131,23 +131,12 @@ int64_t NvmlGpuSet::power_mw(int gpu) {
     check_nvml(*lib_, api.device_get_field_values(g.handle, 1, &field), "nvmlDeviceGetFieldValues",
                where(gpu));
     check_nvml(*lib_, field.nvmlReturn, "nvmlDeviceGetFieldValues(POWER_INSTANT)", where(gpu));
-    switch (field.valueType) {
-      case NVML_VALUE_TYPE_DOUBLE:
-        return static_cast<int64_t>(field.value.dVal);
-      case NVML_VALUE_TYPE_UNSIGNED_INT:
-        return field.value.uiVal;
-      case NVML_VALUE_TYPE_UNSIGNED_LONG:
-        return static_cast<int64_t>(field.value.ulVal);
-      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
-        return static_cast<int64_t>(field.value.ullVal);
-      case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
-        return field.value.sllVal;
-      case NVML_VALUE_TYPE_SIGNED_INT:
-        return field.value.siVal;
-      default:
-        throw DeviceError(fmt::format("nvmlDeviceGetFieldValues on {}: unknown value type {}",
-                                      where(gpu), field.valueType));
+    const std::optional<double> mw = field_value(field);
+    if (!mw) {
+      throw DeviceError(fmt::format("nvmlDeviceGetFieldValues on {}: unknown value type {}",
+                                    where(gpu), field.valueType));
     }
+    return static_cast<int64_t>(*mw);
   }
   unsigned int mw = 0;
   check_nvml(*lib_, api.device_get_power_usage(g.handle, &mw), "nvmlDeviceGetPowerUsage",

@@ -207,4 +207,23 @@ std::vector<NvmlDevice> list_devices(const NvmlLibrary& lib) {
   return out;
 }
 
+std::optional<double> field_value(const nvmlFieldValue_t& field) {
+  switch (field.valueType) {
+    case NVML_VALUE_TYPE_DOUBLE:
+      return field.value.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+      return static_cast<double>(field.value.uiVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+      return static_cast<double>(field.value.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+      return static_cast<double>(field.value.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+      return static_cast<double>(field.value.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT:
+      return static_cast<double>(field.value.siVal);
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace zeus::device::nvml

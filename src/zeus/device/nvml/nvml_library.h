@@ -92,6 +92,10 @@ struct NvmlDevice {
 // device 2") and the call when one does not answer its identity calls.
 std::vector<NvmlDevice> list_devices(const NvmlLibrary& lib);
 
+// A field value as a number, whatever its union member (nvmlValue_t by valueType); std::nullopt
+// for a value type nvml.h does not define.
+std::optional<double> field_value(const nvmlFieldValue_t& field);
+
 // The one checker for NVML return codes: throws the typed error for `rc` (PermissionError,
 // NotSupported, DeviceLost, DeviceError) naming `function`, `where` (e.g. "GPU 0 (GPU-...,
 // NVIDIA A40)") and nvmlErrorString. Returns when rc is NVML_SUCCESS.

@@ -5,17 +5,12 @@
 #include <array>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/power.h"
 
 namespace zeus::metrics::nvml {
 
 using device::nvml::check_nvml;
 using device::nvml::NvmlApi;
-
-namespace {
-
-constexpr double kMilli = 1e-3;
-
-}  // namespace
 
 NvmlTelemetry::NvmlTelemetry(device::nvml::NvmlLibraryOptions options)
     : lib_(std::make_unique<device::nvml::NvmlLibrary>(std::move(options))) {
@@ -69,30 +64,17 @@ GpuReading NvmlTelemetry::read(int gpu) {
         "nvmlDeviceGetFieldValues");
   }
   const auto field = [&](size_t k) -> std::optional<double> {
-    const nvmlFieldValue_t& f = fields[k];
-    if (!have_fields || f.nvmlReturn != NVML_SUCCESS) {
-      return std::nullopt;
-    }
-    switch (f.valueType) {
-      case NVML_VALUE_TYPE_UNSIGNED_INT:
-        return static_cast<double>(f.value.uiVal);
-      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
-        return static_cast<double>(f.value.ullVal);
-      case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
-        return static_cast<double>(f.value.sllVal);
-      case NVML_VALUE_TYPE_DOUBLE:
-        return f.value.dVal;
-      default:
-        return std::nullopt;
-    }
+    return have_fields && fields[k].nvmlReturn == NVML_SUCCESS
+               ? device::nvml::field_value(fields[k])
+               : std::nullopt;
   };
   if (const auto instant_mw = field(0); instant_mw && g.instant_power) {
-    r.power_w = *instant_mw * kMilli;
+    r.power_w = mw_to_w(*instant_mw);
   } else {
     g.instant_power = false;
     check_nvml(*lib_, api.device_get_power_usage(g.handle, &value), "nvmlDeviceGetPowerUsage",
                where);
-    r.power_w = value * kMilli;
+    r.power_w = mw_to_w(static_cast<int64_t>(value));
   }
   if (const auto ns = field(1)) {
     r.power_throttle_s = *ns * 1e-9;
@@ -105,18 +87,18 @@ GpuReading NvmlTelemetry::read(int gpu) {
     unsigned long long energy_mj = 0;
     if (optional(api.device_get_total_energy(g.handle, &energy_mj),
                  "nvmlDeviceGetTotalEnergyConsumption")) {
-      r.energy_j = static_cast<double>(energy_mj) * kMilli;
+      r.energy_j = mj_to_j(static_cast<int64_t>(energy_mj));
     } else {
       g.energy_counter = false;
     }
   }
   check_nvml(*lib_, api.device_get_power_limit(g.handle, &value),
              "nvmlDeviceGetPowerManagementLimit", where);
-  r.power_limit_w = value * kMilli;
+  r.power_limit_w = mw_to_w(static_cast<int64_t>(value));
   if (optional(api.device_get_power_limit_constraints(g.handle, &value, &second),
                "nvmlDeviceGetPowerManagementLimitConstraints")) {
-    r.power_limit_min_w = value * kMilli;
-    r.power_limit_max_w = second * kMilli;
+    r.power_limit_min_w = mw_to_w(static_cast<int64_t>(value));
+    r.power_limit_max_w = mw_to_w(static_cast<int64_t>(second));
   }
   if (api.device_get_temperature != nullptr &&
       optional(api.device_get_temperature(g.handle, kNvmlTemperatureGpu, &value),
