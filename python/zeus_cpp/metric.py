@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 
 from zeus_cpp import _core
-from zeus_cpp.monitor.energy import ZeusMonitor
+from zeus_cpp.monitor.energy import ZeusMonitor, sync_gpus
 from zeus_cpp.monitor.power import PowerMonitor
 
 __all__ = ["Metric", "EnergyHistogram", "EnergyCumulativeCounter", "PowerGauge"]
@@ -35,17 +35,6 @@ def _pusher(pushgateway_url: str, job: str) -> _core.Pusher:
 def _float_text(value: float) -> str:
     # prometheus_client writes a bucket's bound as Python's float repr ("50.0", "+Inf").
     return "+Inf" if value == float("inf") else repr(float(value))
-
-
-def _sync(gpu_indices: list[int]) -> None:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            for index in gpu_indices:
-                torch.cuda.synchronize(index)
-    except ImportError:
-        pass
 
 
 class Metric(abc.ABC):
@@ -197,7 +186,7 @@ class EnergyCumulativeCounter(Metric):
         if name in self.window_state:
             raise ValueError(f"EnergyCumulativeCounter window '{name}' is already running.")
         if sync_execution:
-            _sync(self.gpu_indices)
+            sync_gpus(self.gpu_indices)
         key = f"__EnergyCumulativeCounter_{name}"
         self._monitor.begin_window(key, sync_execution=False)
 
@@ -220,7 +209,7 @@ class EnergyCumulativeCounter(Metric):
         if name not in self.window_state:
             raise ValueError(f"No active monitoring process found for '{name}'.")
         if sync_execution:
-            _sync(self.gpu_indices)
+            sync_gpus(self.gpu_indices)
         self.window_state.pop(name).stop()
         self._monitor.end_window(f"__EnergyCumulativeCounter_{name}", cancel=True)
 
@@ -259,7 +248,7 @@ class PowerGauge(Metric):
         if name in self.window_state:
             raise ValueError(f"PowerGauge metric '{name}' already exists.")
         if sync_execution:
-            _sync(self.gpu_indices)
+            sync_gpus(self.gpu_indices)
         monitor = PowerMonitor(gpu_indices=self.gpu_indices,
                                update_period=min(float(self.update_period), 0.1))
 
@@ -279,7 +268,7 @@ class PowerGauge(Metric):
     def end_window(self, name: str, sync_execution: bool = False) -> None:
         """Stop the window ``name``."""
         if sync_execution:
-            _sync(self.gpu_indices)
+            sync_gpus(self.gpu_indices)
         periodic, monitor = self.window_state.pop(name)
         periodic.stop()
         monitor.stop()

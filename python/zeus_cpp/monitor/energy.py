@@ -163,11 +163,17 @@ class ZeusMonitor:
         return measurement
 
     def _sync(self) -> None:
-        import torch
+        sync_gpus(self.gpu_indices)
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            count = torch.cuda.device_count()
-            for g in self.gpu_indices:
-                if g < count:
-                    torch.cuda.synchronize(g)
+
+def sync_gpus(gpu_indices: list[int]) -> None:
+    """Waits for the work queued on these CUDA devices (none where CUDA was never initialized:
+    nothing is queued, and initializing it here would cost a context)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        count = torch.cuda.device_count()
+        for g in gpu_indices:
+            if g < count:
+                torch.cuda.synchronize(g)
 

@@ -12,7 +12,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from zeus_cpp import _core
-from zeus_cpp.optimizer._states import Done, all_reduce
+from zeus_cpp.optimizer._states import Done, all_reduce, world_size
 
 if TYPE_CHECKING:
     from zeus_cpp.optimizer.power_limit import GlobalPowerLimitOptimizer
@@ -44,7 +44,6 @@ class JobPush:
         self._epochs = 0
         self._energy_j = 0.0
         self._time_s = 0.0
-        self._world = 1
         self._last: tuple | None = None
         self._closed = False
         self._monitor.begin_window(_WINDOW, sync_execution=False)
@@ -63,7 +62,6 @@ class JobPush:
         energies = [m.gpu_energy[g] for g in monitor.gpu_indices]
         self._energy_j += sum(all_reduce(energies, "sum"))
         self._time_s += max(all_reduce([m.time], "max"))
-        self._world = int(max(all_reduce([1.0], "sum")[0], 1))
         self._epochs += 1
         self._push(finished=False)
 
@@ -86,7 +84,7 @@ class JobPush:
             return
         max_mw = max(opt.power_limits)
         eta = getattr(opt.optimum_selector, "eta_knob", 0.5)
-        max_power_w = max_mw / 1000 * len(opt.monitor.gpu_indices) * self._world
+        max_power_w = max_mw / 1000 * len(opt.monitor.gpu_indices) * world_size()
         cost = eta * self._energy_j + (1 - eta) * max_power_w * self._time_s
         done = isinstance(opt.state, Done)
         phase = "measure_only" if opt.measure_only else "optimal" if done else "profiling"

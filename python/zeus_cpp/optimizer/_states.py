@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Done", "Profiling", "Ready", "Warmup", "all_reduce"]
+__all__ = ["Done", "Profiling", "Ready", "Warmup", "all_reduce", "world_size"]
 
 
 @dataclass
@@ -52,3 +52,10 @@ def all_reduce(values: list[float], op: str) -> list[float]:
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return tensor.cpu().tolist()
+
+
+def world_size() -> int:
+    """Ranks in torch.distributed's default group; 1 without one."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
