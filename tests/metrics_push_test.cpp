@@ -23,15 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The value of the one line of `text` that starts with `series` and a space.
-std::optional<double> line_value(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) {
-    return std::nullopt;
-  }
-  return std::stod(text.substr(at + series.size() + 2));
-}
-
 TEST(JobPush, TheJobsStateIsInThePushgatewayAfterEachEpochAndAtTheEnd) {
   std::string why;
   auto gateway = PushgatewayServer::start(why);
@@ -54,22 +45,22 @@ TEST(JobPush, TheJobsStateIsInThePushgatewayAfterEachEpochAndAtTheEnd) {
     ASSERT_TRUE(eventually(
         [&] {
           text = gateway->metrics();
-          return line_value(text, "zeus_job_epoch" + group) == 1.0;
+          return exposition_value(text, "zeus_job_epoch" + group) == 1.0;
         },
         std::chrono::seconds(10)))
         << text;
-    EXPECT_EQ(line_value(text,
-                         "zeus_job_phase{instance=\"\",job=\"resnet nightly #7\","
-                         "phase=\"optimal\"}"),
+    EXPECT_EQ(exposition_value(text,
+                               "zeus_job_phase{instance=\"\",job=\"resnet nightly #7\","
+                               "phase=\"optimal\"}"),
               1.0)
         << "the 30-step epoch profiled every limit";
-    EXPECT_EQ(line_value(text, "zeus_job_optimal_power_limit_watts" + group),
+    EXPECT_EQ(exposition_value(text, "zeus_job_optimal_power_limit_watts" + group),
               static_cast<double>(*job.optimal_power_limit_mw()) / 1000);
-    EXPECT_EQ(line_value(text, "zeus_job_max_power_limit_watts" + group), 250.0)
+    EXPECT_EQ(exposition_value(text, "zeus_job_max_power_limit_watts" + group), 250.0)
         << "the simulated V100's highest limit";
-    EXPECT_GT(*line_value(text, "zeus_job_energy_joules" + group), 0.0);
-    EXPECT_TRUE(line_value(text, "zeus_job_next_epoch_cost" + group)) << "a forecast exists";
-    EXPECT_EQ(line_value(text, "zeus_job_cost_threshold" + group),
+    EXPECT_GT(*exposition_value(text, "zeus_job_energy_joules" + group), 0.0);
+    EXPECT_TRUE(exposition_value(text, "zeus_job_next_epoch_cost" + group)) << "a forecast exists";
+    EXPECT_EQ(exposition_value(text, "zeus_job_cost_threshold" + group),
               std::numeric_limits<double>::infinity());
     run_epoch(job, 30, 5, 0.6);
     ASSERT_EQ(job.next_epoch(), 2);
@@ -78,11 +69,11 @@ TEST(JobPush, TheJobsStateIsInThePushgatewayAfterEachEpochAndAtTheEnd) {
     ASSERT_TRUE(job.result());
     // The end of the job flushed its last state before next_epoch() returned.
     text = gateway->metrics();
-    EXPECT_EQ(line_value(text, "zeus_job_epoch" + group), 3.0);
-    EXPECT_EQ(line_value(text, "zeus_job_finished" + group), 1.0);
-    EXPECT_NEAR(*line_value(text, "zeus_job_energy_joules" + group), job.result()->energy_j,
+    EXPECT_EQ(exposition_value(text, "zeus_job_epoch" + group), 3.0);
+    EXPECT_EQ(exposition_value(text, "zeus_job_finished" + group), 1.0);
+    EXPECT_NEAR(*exposition_value(text, "zeus_job_energy_joules" + group), job.result()->energy_j,
                 1e-6 * job.result()->energy_j);
-    EXPECT_NEAR(*line_value(text, "zeus_job_cost" + group), job.result()->cost,
+    EXPECT_NEAR(*exposition_value(text, "zeus_job_cost" + group), job.result()->cost,
                 1e-6 * job.result()->cost);
   }
 }

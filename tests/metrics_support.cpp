@@ -168,6 +168,17 @@ std::string PushgatewayServer::metrics() const {
   return http_call("GET", url() + "/metrics").body;
 }
 
+std::optional<double> exposition_value(const std::string& text, const std::string& series) {
+  size_t at = 0;
+  while ((at = text.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      return std::stod(text.substr(at + series.size() + 1));
+    }
+    at += series.size();
+  }
+  return std::nullopt;
+}
+
 std::optional<double> series_value(const nlohmann::json& result,
                                    const std::map<std::string, std::string>& labels) {
   for (const auto& series : result) {

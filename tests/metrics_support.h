@@ -59,6 +59,10 @@ class PushgatewayServer {
   std::unique_ptr<Child> gateway_;
 };
 
+// The value on the line of `text` (Prometheus's text format) that is exactly `series` (the name
+// and its labels as written) followed by a space, or std::nullopt.
+std::optional<double> exposition_value(const std::string& text, const std::string& series);
+
 // The value of the series of `result` (a query's data.result) whose labels include `labels`.
 std::optional<double> series_value(const nlohmann::json& result,
                                    const std::map<std::string, std::string>& labels);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "metrics_support.h"
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
@@ -24,18 +25,6 @@ using metrics::GpuReading;
 using metrics::MetricType;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// The value of the one line of `text` that starts with `series` and a space, or nullopt.
-std::optional<double> line_value(const std::string& text, const std::string& series) {
-  size_t at = 0;
-  while ((at = text.find(series + " ", at)) != std::string::npos) {
-    if (at == 0 || text[at - 1] == '\n') {
-      return std::stod(text.substr(at + series.size() + 1));
-    }
-    at += series.size();
-  }
-  return std::nullopt;
-}
 
 // Readings set by the test; a GPU set to fail throws DeviceLost like a lost GPU.
 class FakeTelemetry final : public metrics::GpuTelemetry {
@@ -123,9 +112,9 @@ TEST(NodeSampler, DeclaresEveryFamilyOnANodeWithoutDevices) {
     EXPECT_THAT(text, HasSubstr("# TYPE " + family + "\n"));
   }
   EXPECT_THAT(text, Not(HasSubstr("zeus_gpu_power_watts{")));
-  EXPECT_EQ(line_value(text, "zeus_exporter_scrapes_total{host=\"node1\"}"), 1)
+  EXPECT_EQ(exposition_value(text, "zeus_exporter_scrapes_total{host=\"node1\"}"), 1)
       << "a scrape counts itself";
-  EXPECT_EQ(line_value(sampler.scrape(), "zeus_exporter_scrapes_total{host=\"node1\"}"), 2);
+  EXPECT_EQ(exposition_value(sampler.scrape(), "zeus_exporter_scrapes_total{host=\"node1\"}"), 2);
 }
 
 TEST(NodeSampler, AFailingGpuLeavesTheOthersAndCountsItsErrors) {
@@ -143,24 +132,26 @@ TEST(NodeSampler, AFailingGpuLeavesTheOthersAndCountsItsErrors) {
   const std::string gpu0 = "{gpu=\"0\",uuid=\"GPU-0\",name=\"Test GPU\",host=\"n\"}";
   const std::string gpu1 = "{gpu=\"1\",uuid=\"GPU-1\",name=\"Test GPU\",host=\"n\"}";
   std::string text = sampler.scrape();
-  EXPECT_EQ(line_value(text, "zeus_gpu_power_watts" + gpu0), 151);
-  EXPECT_EQ(line_value(text, "zeus_gpu_temperature_celsius" + gpu0), 61);
-  EXPECT_EQ(line_value(text, "zeus_gpu_power_watts" + gpu1), std::nullopt);
-  EXPECT_EQ(line_value(text, "zeus_exporter_gpu_up" + gpu1), 0);
-  EXPECT_EQ(line_value(text, "zeus_exporter_read_errors_total{device=\"gpu1\",host=\"n\"}"), 1);
-  EXPECT_EQ(line_value(text, "zeus_exporter_read_errors_total{device=\"gpu0\",host=\"n\"}"), 0);
-  EXPECT_EQ(line_value(text, "zeus_gpu_sm_clock_hertz" + gpu0), std::nullopt)
+  EXPECT_EQ(exposition_value(text, "zeus_gpu_power_watts" + gpu0), 151);
+  EXPECT_EQ(exposition_value(text, "zeus_gpu_temperature_celsius" + gpu0), 61);
+  EXPECT_EQ(exposition_value(text, "zeus_gpu_power_watts" + gpu1), std::nullopt);
+  EXPECT_EQ(exposition_value(text, "zeus_exporter_gpu_up" + gpu1), 0);
+  EXPECT_EQ(exposition_value(text, "zeus_exporter_read_errors_total{device=\"gpu1\",host=\"n\"}"),
+            1);
+  EXPECT_EQ(exposition_value(text, "zeus_exporter_read_errors_total{device=\"gpu0\",host=\"n\"}"),
+            0);
+  EXPECT_EQ(exposition_value(text, "zeus_gpu_sm_clock_hertz" + gpu0), std::nullopt)
       << "a reading the GPU lacks has no series";
 
   sampler.sample_now();
-  EXPECT_EQ(
-      line_value(sampler.scrape(), "zeus_exporter_read_errors_total{device=\"gpu1\",host=\"n\"}"),
-      2);
+  EXPECT_EQ(exposition_value(sampler.scrape(),
+                             "zeus_exporter_read_errors_total{device=\"gpu1\",host=\"n\"}"),
+            2);
   gpus.fail(1, false);
   sampler.sample_now();
   text = sampler.scrape();
-  EXPECT_EQ(line_value(text, "zeus_gpu_power_watts" + gpu1), 90);
-  EXPECT_EQ(line_value(text, "zeus_exporter_gpu_up" + gpu1), 1);
+  EXPECT_EQ(exposition_value(text, "zeus_gpu_power_watts" + gpu1), 90);
+  EXPECT_EQ(exposition_value(text, "zeus_exporter_gpu_up" + gpu1), 1);
 }
 
 TEST(NodeSampler, IntegratesPowerOnGpusWithoutAnEnergyCounter) {
@@ -175,7 +166,7 @@ TEST(NodeSampler, IntegratesPowerOnGpusWithoutAnEnergyCounter) {
   const auto t2 = std::chrono::steady_clock::now();
   sampler.sample_now();
   const auto t3 = std::chrono::steady_clock::now();
-  const auto energy = line_value(
+  const auto energy = exposition_value(
       sampler.scrape(),
       "zeus_gpu_energy_joules_total{gpu=\"0\",uuid=\"GPU-0\",name=\"Test GPU\",host=\"n\"}");
   ASSERT_TRUE(energy);
@@ -195,9 +186,9 @@ TEST(NodeSampler, NamesTheProcessesHoldingAGpusSettings) {
   };
   metrics::NodeSampler sampler(&gpus, nullptr, options);
   const std::string text = sampler.scrape();
-  EXPECT_EQ(line_value(text,
-                       "zeus_gpu_limit_holder_info{gpu=\"1\",uuid=\"GPU-1\",host=\"n\","
-                       "setting=\"power_limit\",pid=\"4242\",uid=\"1000\",job=\"831\"}"),
+  EXPECT_EQ(exposition_value(text,
+                             "zeus_gpu_limit_holder_info{gpu=\"1\",uuid=\"GPU-1\",host=\"n\","
+                             "setting=\"power_limit\",pid=\"4242\",uid=\"1000\",job=\"831\"}"),
             1);
   EXPECT_THAT(text, Not(HasSubstr("gpu=\"7\"")));
 }
@@ -209,16 +200,16 @@ TEST(NodeSampler, ReadsRaplPackagesAndDram) {
   rapl.set("intel-rapl:0", 6000);  // +5000 uJ since the set was made (it started at 1000)
   metrics::NodeSampler sampler(nullptr, &cpus, {.period = std::chrono::hours(1), .host = "n"});
   const std::string text = sampler.scrape();
-  EXPECT_NEAR(*line_value(text,
-                          "zeus_cpu_energy_joules_total{cpu=\"0\",name=\"package-0\","
-                          "host=\"n\"}"),
+  EXPECT_NEAR(*exposition_value(text,
+                                "zeus_cpu_energy_joules_total{cpu=\"0\",name=\"package-0\","
+                                "host=\"n\"}"),
               0.005, 1e-9);
-  EXPECT_TRUE(line_value(text,
-                         "zeus_dram_energy_joules_total{cpu=\"0\",name=\"package-0\","
-                         "host=\"n\"}"));
-  EXPECT_FALSE(line_value(text,
-                          "zeus_dram_energy_joules_total{cpu=\"1\",name=\"package-1\","
-                          "host=\"n\"}"))
+  EXPECT_TRUE(exposition_value(text,
+                               "zeus_dram_energy_joules_total{cpu=\"0\",name=\"package-0\","
+                               "host=\"n\"}"));
+  EXPECT_FALSE(exposition_value(text,
+                                "zeus_dram_energy_joules_total{cpu=\"1\",name=\"package-1\","
+                                "host=\"n\"}"))
       << "package 1 has no DRAM zone";
 }
 

@@ -14,6 +14,7 @@
 #include "metrics_support.h"
 #include "support/http_client.h"
 #include "support/sim_job.h"
+#include "zeus/common/posix.h"
 #include "zeus/job/collectives.h"
 #include "zeus/job/energy_job.h"
 #include "zeusd_support.h"
@@ -28,17 +29,6 @@ using ::testing::Not;
 std::string scrape(const std::string& address, const std::vector<std::string>& headers = {}) {
   const HttpReply r = http_call("GET", "http://" + address + "/metrics", "", headers);
   return r.status == 200 ? r.body : "HTTP " + std::to_string(r.status);
-}
-
-// The value of the first line of `text` that starts with `prefix`.
-std::optional<double> value_of(const std::string& text, const std::string& prefix) {
-  const size_t at = text.find("\n" + prefix);
-  if (at == std::string::npos) {
-    return std::nullopt;
-  }
-  const size_t end = text.find('\n', at + 1);
-  const size_t space = text.rfind(' ', end);
-  return std::stod(text.substr(space + 1, end - space - 1));
 }
 
 TEST(ZeusdMetrics, ServesTheNodeAndNamesWhoHoldsALimit) {
@@ -70,7 +60,12 @@ TEST(ZeusdMetrics, ServesTheNodeAndNamesWhoHoldsALimit) {
               HasSubstr(fmt::format("setting=\"power_limit\",pid=\"{}\",uid=\"{}\",job=\"\"}} 1",
                                     holder->pid(), kUserA)));
   EXPECT_TRUE(eventually(
-      [&] { return value_of(scrape(address), "zeus_gpu_power_limit_watts{gpu=\"1\"") == 200.0; },
+      [&] {
+        return exposition_value(scrape(address),
+                                fmt::format("zeus_gpu_power_limit_watts{{gpu=\"1\",uuid=\"{}\","
+                                            "name=\"NVIDIA A40\",host=\"{}\"}}",
+                                            four_a40s()[1].uuid, host_name())) == 200.0;
+      },
       seconds(5)))
       << "the limit the holder set";
   EXPECT_EQ(nvml.limit_mw(1), 200'000);
