@@ -11,6 +11,7 @@
 #include "metrics_support.h"
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/secret_file.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
 #include "zeus/exporter/metrics_server.h"
 #include "zeus/metrics/exposition.h"
@@ -305,17 +306,17 @@ TEST(MetricsRoute, ATokenFileOthersCanReadIsRefused) {
   std::ofstream(path) << "  abc123 \n";
   ::chmod(path.c_str(), 0644);
   try {
-    exporter::read_token_file(path);
+    read_secret_file(path, "metrics token file");
     FAIL() << "a world-readable token file was accepted";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr(path.string()));
     EXPECT_THAT(e.what(), HasSubstr("chmod 600"));
   }
   ::chmod(path.c_str(), 0600);
-  EXPECT_EQ(exporter::read_token_file(path), "abc123");
+  EXPECT_EQ(read_secret_file(path, "metrics token file"), "abc123");
   std::ofstream(path, std::ios::trunc) << "\n";
-  EXPECT_THROW(exporter::read_token_file(path), ConfigError);
-  EXPECT_THROW(exporter::read_token_file(dir.path() / "missing"), ConfigError);
+  EXPECT_THROW(read_secret_file(path, "metrics token file"), ConfigError);
+  EXPECT_THROW(read_secret_file(dir.path() / "missing", "metrics token file"), ConfigError);
 }
 
 TEST(MetricsServer, APortInUseIsNamed) {

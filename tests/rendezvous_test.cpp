@@ -1,5 +1,5 @@
-// The elastic rendezvous on loopback: rounds of MIN..MAX nodes, node ranks, a node that leaves
-// or goes silent, a newcomer, failures against --max-restarts, join_timeout, a foreign run id.
+// The c10d rendezvous on loopback: rounds of MIN..MAX nodes, node ranks, a node that leaves or
+// goes silent, a newcomer, failures against --max-restarts, join_timeout, a foreign run id.
 #include "zeus/launch/rendezvous.h"
 
 #include <gmock/gmock.h>
@@ -17,11 +17,16 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
+#include "zeus/launch/c10d/client.h"
+#include "zeus/launch/c10d/protocol.h"
+#include "zeus/launch/c10d/server.h"
 #include "zeus/launch/elastic.h"
-#include "zeus/launch/rendezvous_protocol.h"
 
 namespace zeus::launch {
 namespace {
+
+using c10d::Client;
+using c10d::Server;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -40,16 +45,16 @@ RendezvousOptions quick(int min_nodes, int max_nodes) {
 
 struct Cluster {
   explicit Cluster(RendezvousOptions o) : options(o), server("127.0.0.1", 0, o) {}
-  std::unique_ptr<RendezvousClient> node(int nproc = 2) {
-    return std::make_unique<RendezvousClient>("127.0.0.1", server.port(), options,
-                                              RendezvousClient::Node{"127.0.0.1", nproc});
+  std::unique_ptr<Client> node(int nproc = 2) {
+    return std::make_unique<Client>("127.0.0.1", server.port(), options,
+                                    RendezvousNode{"127.0.0.1", nproc});
   }
   RendezvousOptions options;
-  RendezvousServer server;
+  Server server;
 };
 
 // Every client joins at once; the rounds in the clients' order.
-std::vector<RendezvousRound> join_all(const std::vector<RendezvousClient*>& clients) {
+std::vector<RendezvousRound> join_all(const std::vector<Client*>& clients) {
   std::vector<std::future<RendezvousRound>> joins;
   for (auto* c : clients) {
     joins.push_back(std::async(std::launch::async, [c] { return c->join(); }));
@@ -164,9 +169,10 @@ struct RawPeer {
   std::string buffer;
 };
 
-const std::string kHelloAndJoin = R"({"v":1,"op":"hello","run_id":"job7"})"
+const std::string kHello = R"({"v":2,"op":"hello","run_id":"job7","nonce":"n","auth":false})";
+const std::string kHelloAndJoin = kHello +
                                   "\n"
-                                  R"({"v":1,"op":"join","host":"127.0.0.1","nproc":2})"
+                                  R"({"v":2,"op":"join","host":"127.0.0.1","nproc":2})"
                                   "\n";
 
 TEST(Rendezvous, ASilentNodeIsDroppedAfterTheKeepAlive) {
@@ -207,7 +213,7 @@ TEST(Rendezvous, TheMasterPortIsPickedByNodeZeroWhenTheRoundCloses) {
     }
   }
   ASSERT_THAT(request, HasSubstr(R"("round":0)")) << "node 0 is asked for the port at close";
-  ASSERT_TRUE(first.send(R"({"v":1,"op":"port_reply","round":0,"port":31337})"
+  ASSERT_TRUE(first.send(R"({"v":2,"op":"port_reply","round":0,"port":31337})"
                          "\n"));
   const RendezvousRound r = joined.get();
   EXPECT_EQ(r.master_port, 31337);
@@ -228,7 +234,7 @@ TEST(Rendezvous, AnEndpointThatIsNotARendezvousIsAnErrorAtOnce) {
   ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   auto o = quick(1, 1);
   o.join_timeout = 60s;
-  RendezvousClient a("127.0.0.1", ntohs(addr.sin_port), o, {"127.0.0.1", 1});
+  Client a("127.0.0.1", ntohs(addr.sin_port), o, {"127.0.0.1", 1});
   const auto start = std::chrono::steady_clock::now();
   try {
     a.join();
@@ -246,18 +252,17 @@ TEST(Rendezvous, AnEndpointThatIsNotARendezvousIsAnErrorAtOnce) {
 TEST(Rendezvous, AMessageMissingAFieldIsRefusedNotDefaulted) {
   Cluster c(quick(1, 2));
   RawPeer p(c.server.port());
-  ASSERT_TRUE(p.connected && p.send(R"({"v":1,"op":"hello","run_id":"job7"})"
-                                    "\n"
-                                    R"({"v":1,"op":"join","host":"127.0.0.1"})"
-                                    "\n"));
+  ASSERT_TRUE(p.connected && p.send(kHello + "\n"
+                                             R"({"v":2,"op":"join","host":"127.0.0.1"})"
+                                             "\n"));
   EXPECT_THAT(p.line(2s), HasSubstr("welcome"));
   EXPECT_EQ(p.line(2s), "") << "the server closes the connection instead of a round of nproc 1";
-  EXPECT_THROW(rdzv::decode(R"({"v":1,"op":"join","host":"h"})"), DistError);
+  EXPECT_THROW(c10d::decode(R"({"v":2,"op":"join","host":"h"})"), DistError);
   try {
-    rdzv::decode(R"({"v":2,"op":"join","host":"h","nproc":1})");
+    c10d::decode(R"({"v":1,"op":"join","host":"h","nproc":1})");
     FAIL();
   } catch (const DistError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("version 2 where 1 is spoken"));
+    EXPECT_THAT(e.what(), HasSubstr("version 1 where 2 is spoken"));
   }
 }
 
@@ -306,10 +311,10 @@ TEST(Rendezvous, NothingListeningIsSaidAfterTheJoinTimeout) {
   o.join_timeout = 200ms;
   int port = 0;
   {
-    RendezvousServer probe("127.0.0.1", 0, o);
+    Server probe("127.0.0.1", 0, o);
     port = probe.port();
   }
-  RendezvousClient a("127.0.0.1", port, o, {"127.0.0.1", 1});
+  Client a("127.0.0.1", port, o, {"127.0.0.1", 1});
   EXPECT_THROW(
       {
         try {
@@ -326,7 +331,7 @@ TEST(Rendezvous, ANodeOfAnotherRunIsRefused) {
   Cluster c(quick(1, 2));
   auto other = c.options;
   other.run_id = "job8";
-  RendezvousClient stranger("127.0.0.1", c.server.port(), other, {"127.0.0.1", 1});
+  Client stranger("127.0.0.1", c.server.port(), other, {"127.0.0.1", 1});
   try {
     stranger.join();
     FAIL() << "joined another run";
@@ -336,10 +341,10 @@ TEST(Rendezvous, ANodeOfAnotherRunIsRefused) {
 }
 
 TEST(Rendezvous, BadSizesAndABusyPortAreRefused) {
-  EXPECT_THROW(RendezvousServer("127.0.0.1", 0, quick(3, 2)), ConfigError);
+  EXPECT_THROW(Server("127.0.0.1", 0, quick(3, 2)), ConfigError);
   Cluster c(quick(1, 1));
   try {
-    RendezvousServer second("127.0.0.1", c.server.port(), quick(1, 1));
+    Server second("127.0.0.1", c.server.port(), quick(1, 1));
     FAIL() << "two servers on one port";
   } catch (const IoError& e) {
     EXPECT_THAT(e.what(), HasSubstr(std::to_string(c.server.port())));

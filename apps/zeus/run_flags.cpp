@@ -35,6 +35,11 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
   cmd->add_option_function<std::string>(
       "--rdzv-endpoint,--rdzv_endpoint",
       [&run](const std::string& endpoint) {
+        run.rdzv_endpoint = endpoint;
+        if (endpoint.find(',') != std::string::npos) {
+          run.master_addr = endpoint;  // etcd's list of members (refused for the others)
+          return;
+        }
         const size_t colon = endpoint.rfind(':');
         if (colon == std::string::npos || colon + 1 == endpoint.size()) {
           run.master_addr = endpoint;
@@ -48,12 +53,16 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
         run.master_port = *port;
       },
       "HOST[:PORT]: static, the same as --master-addr/--master-port (port 0 on one node: a free "
-      "one); c10d over several nodes: the host whose zeus run serves the rendezvous (port 29400)");
+      "one); c10d over several nodes: the host whose zeus run serves the rendezvous (port "
+      "29400); etcd: HOST:PORT[,HOST:PORT...], etcd's client endpoints (port 2379)");
   cmd->add_option("--rdzv-backend,--rdzv_backend", run.rdzv_backend,
-                  "static (default), or c10d: elastic over several nodes or --nnodes MIN:MAX")
+                  "static (default); c10d: elastic over several nodes or --nnodes MIN:MAX, served "
+                  "by the endpoint's zeus run; etcd: elastic, kept in etcd (no node is special)")
       ->capture_default_str();
   cmd->add_option("--rdzv-conf,--rdzv_conf", run.rdzv_conf,
-                  "Elastic: join_timeout=S,last_call_timeout=S,read_timeout=S (torchrun's keys)");
+                  "Elastic: join_timeout=S,last_call_timeout=S,read_timeout=S (torchrun's keys), "
+                  "token_file=PATH (the nodes' shared secret); etcd: protocol, cacert, cert, key, "
+                  "user, password_file");
   cmd->add_option("--rdzv-id,--rdzv_id,--run-id,--run_id", run.run_id,
                   "Run id (TORCHELASTIC_RUN_ID); default random");
   cmd->add_flag("--standalone", run.standalone,

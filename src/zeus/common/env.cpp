@@ -19,6 +19,7 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvBsoServerUrl,
                                    kEnvBsoBatchSizes,
                                    kEnvPushgatewayUrl,
+                                   kEnvRdzvTokenFile,
                                    kEnvTraceDir,
                                    kEnvSimGpus,
                                    kEnvSimState,

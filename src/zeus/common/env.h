@@ -45,6 +45,11 @@ inline constexpr EnvVar kEnvPushgatewayUrl{
     "ZEUS_PUSHGATEWAY_URL", "",
     "Prometheus Pushgateway the job's master pushes its state to at each epoch end, e.g. "
     "http://127.0.0.1:9091"};
+// zeus-cpp's: the elastic rendezvous's shared secret (launch/rendezvous_auth.h).
+inline constexpr EnvVar kEnvRdzvTokenFile{
+    "ZEUS_RDZV_TOKEN_FILE", "",
+    "File (mode 600) whose first line is the elastic rendezvous's shared secret, when "
+    "--rdzv-conf token_file is not given; the same on every node"};
 inline constexpr EnvVar kEnvTraceDir{
     "ZEUS_TRACE_DIR", "", "Directory holding summary_power_<gpu>.csv for the simulated GPUs"};
 inline constexpr EnvVar kEnvSimGpus{"ZEUS_SIM_GPUS", "1",

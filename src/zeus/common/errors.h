@@ -62,6 +62,11 @@ class PeerFailed : public DistError {
  public:
   using DistError::DistError;
 };
+// A peer failed authentication: no token where one is required, a wrong one, a replay.
+class AuthError : public DistError {
+ public:
+  using DistError::DistError;
+};
 
 // A file could not be read, written or parsed.
 class IoError : public Error {

@@ -2,12 +2,10 @@
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
-#include <sys/stat.h>
-
-#include <fstream>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/secret_file.h"
 
 namespace zeus::exporter {
 
@@ -19,43 +17,11 @@ bool same_secret(std::string_view a, std::string_view b) {
   return a.size() == b.size() && !b.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-std::string trimmed(std::string text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return {};
-  }
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
-
 bool loopback(const std::string& address) {
   return address.starts_with("127.") || address.starts_with("localhost:");
 }
 
 }  // namespace
-
-std::string read_token_file(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw ConfigError(
-        fmt::format("metrics token file {}: cannot be read (it does not exist?)", path.string()));
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    throw ConfigError(fmt::format(
-        "metrics token file {} has mode {:o}: other users can read the secret; chmod 600 it",
-        path.string(), st.st_mode & 07777));
-  }
-  std::ifstream in(path);
-  std::string token;
-  std::getline(in, token);
-  token = trimmed(std::move(token));
-  if (token.empty()) {
-    throw ConfigError(
-        fmt::format("metrics token file {} is empty: write the token on its first "
-                    "line",
-                    path.string()));
-  }
-  return token;
-}
 
 http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
                                       const std::optional<std::string>& token,
@@ -93,7 +59,7 @@ http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
 
 MetricsServer::MetricsServer(const metrics::NodeSampler& sampler, MetricsServerOptions options) {
   if (!options.token_file.empty()) {
-    token_ = read_token_file(options.token_file);
+    token_ = read_secret_file(options.token_file, "metrics token file");
   }
   http::ServerOptions s;
   s.mode = http::ServerOptions::Mode::kTcp;

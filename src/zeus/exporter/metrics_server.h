@@ -30,10 +30,6 @@ http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
                                       const std::optional<std::string>& token,
                                       const http::Request& request);
 
-// Reads the token file: ConfigError naming the path when it is missing, empty, or readable by
-// other users (a secret in a world-readable file is not one).
-std::string read_token_file(const std::filesystem::path& path);
-
 class MetricsServer {
  public:
   // Throws what http::Server throws (address in use, bad address), naming the address.

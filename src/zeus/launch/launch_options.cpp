@@ -112,11 +112,18 @@ NodeCount parse_nnodes(const std::string& text) {
 
 // torchrun's rendezvous and process flags: what zeus run does with each, or why it refuses.
 void check_torchrun_flags(const LaunchOptions& o, bool elastic) {
-  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d") {
+  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d" && !is_etcd_backend(o.rdzv_backend)) {
     throw ConfigError(fmt::format(
         "--rdzv-backend {} is not supported: use static (each node gives --node-rank; rank 0 "
-        "serves the store) or c10d (elastic: zeus run at --rdzv-endpoint serves the rendezvous)",
+        "serves the store), c10d (elastic: zeus run at --rdzv-endpoint serves the rendezvous) or "
+        "etcd (elastic: the rendezvous lives in the etcd cluster at --rdzv-endpoint)",
         o.rdzv_backend));
+  }
+  if (!is_etcd_backend(o.rdzv_backend) && o.rdzv_endpoint.find(',') != std::string::npos) {
+    throw ConfigError(fmt::format(
+        "--rdzv-endpoint {} lists several endpoints: only --rdzv-backend etcd takes a list (its "
+        "members); {} takes one HOST[:PORT]",
+        o.rdzv_endpoint, o.rdzv_backend));
   }
   const int min = o.min_nnodes.value_or(o.nnodes.value_or(1));
   if (o.rdzv_backend == "static" && min != o.nnodes.value_or(1)) {
@@ -126,17 +133,23 @@ void check_torchrun_flags(const LaunchOptions& o, bool elastic) {
         min, o.nnodes.value_or(1)));
   }
   if (elastic) {
+    const bool etcd = is_etcd_backend(o.rdzv_backend);
     if (!o.master_addr) {
       throw ConfigError(
-          "--rdzv-backend c10d over several nodes needs --rdzv-endpoint HOST[:PORT]: the host "
-          "whose zeus run serves the rendezvous, the same on every node");
+          etcd ? "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT[,HOST:PORT...]: etcd's "
+                 "client endpoints, the same on every node"
+               : "--rdzv-backend c10d over several nodes needs --rdzv-endpoint HOST[:PORT]: the "
+                 "host whose zeus run serves the rendezvous, the same on every node");
     }
     if (o.node_rank) {
-      throw ConfigError(
-          "--node-rank with --rdzv-backend c10d: the rendezvous numbers the nodes; drop it");
+      throw ConfigError(fmt::format(
+          "--node-rank with --rdzv-backend {}: the rendezvous numbers the nodes; drop it",
+          o.rdzv_backend));
     }
     if (o.slurm || o.standalone) {
-      throw ConfigError("--slurm and --standalone are static runs; drop them or the c10d range");
+      throw ConfigError(
+          fmt::format("--slurm and --standalone are static runs; drop them or --rdzv-backend {}",
+                      o.rdzv_backend));
     }
   } else {
     if (!o.rdzv_conf.empty()) {
@@ -199,7 +212,10 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
   const int max_nodes = options.nnodes.value_or(1);
   const int min_nodes = options.min_nnodes.value_or(max_nodes);
-  const bool elastic = options.rdzv_backend == "c10d" && (max_nodes > 1 || min_nodes < max_nodes);
+  // etcd is elastic on any number of nodes (its endpoint is etcd's, not a master's); c10d on one
+  // fixed node is a static run, as under torchrun.
+  const bool elastic = is_etcd_backend(options.rdzv_backend) ||
+                       (options.rdzv_backend == "c10d" && (max_nodes > 1 || min_nodes < max_nodes));
   check_torchrun_flags(options, elastic);
   if (elastic) {
     plan.elastic = resolve_elastic(options, min_nodes, max_nodes);

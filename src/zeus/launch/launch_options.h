@@ -60,10 +60,12 @@ struct LaunchOptions {
   std::vector<std::string> command;  // PROGRAM ARGS...
   // torchrun's flags that zeus run accepts with torchrun's meaning, or refuses in resolve()
   // with what is supported (docs/launcher.md's table): nothing is accepted and ignored.
-  // static, or c10d: on one node the same as static; on more (or MIN < MAX) the elastic
-  // rendezvous at --rdzv-endpoint (launch/rendezvous.h).
+  // static; c10d: on one node the same as static, on more (or MIN < MAX) the elastic
+  // rendezvous at --rdzv-endpoint; etcd (or etcd-v2): the elastic rendezvous in the etcd at
+  // --rdzv-endpoint (launch/rendezvous.h).
   std::string rdzv_backend = "static";
-  std::string rdzv_conf;         // join_timeout, last_call_timeout, read_timeout (elastic only)
+  std::string rdzv_endpoint;     // as given: etcd takes a list of HOST:PORT
+  std::string rdzv_conf;         // join_timeout, last_call_timeout, read_timeout, ... (elastic)
   std::string role = "default";  // ROLE_NAME
   std::string local_addr;        // elastic: how the other nodes reach this one (default: host name)
   std::string start_method = "spawn";   // spawn, fork or forkserver: every worker is exec'd
@@ -82,9 +84,11 @@ struct WorkerSpec {
   bool console = true;    // false: --local-ranks-filter leaves this rank off the console
 };
 
-// An elastic run (--rdzv-backend c10d over several nodes or MIN < MAX): where the rendezvous is,
-// whether this node may serve it, and how the others reach this node.
+// An elastic run (--rdzv-backend c10d over several nodes or MIN < MAX, or etcd): which backend,
+// where the rendezvous is (c10d: whether this node may serve it; etcd: in
+// rendezvous.etcd.endpoints), and how the others reach this node.
 struct ElasticPlan {
+  std::string backend = "c10d";  // c10d or etcd
   std::string endpoint_host;
   int endpoint_port = 29400;
   bool serve = false;  // the endpoint is this host: serve it (unless another launcher here does)

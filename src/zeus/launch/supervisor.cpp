@@ -99,7 +99,7 @@ class Attempt {
   };
 
   Attempt(const LaunchPlan& plan, const SupervisorIo& io, int restart_count, int signal_fd,
-          Sentinel& sentinel, RendezvousClient* rendezvous = nullptr)
+          Sentinel& sentinel, Rendezvous* rendezvous = nullptr)
       : plan_(plan),
         io_(io),
         restart_count_(restart_count),
@@ -375,7 +375,7 @@ class Attempt {
   int restart_count_;
   int signal_fd_;
   Sentinel& sentinel_;
-  RendezvousClient* rendezvous_;
+  Rendezvous* rendezvous_;
   std::optional<RendezvousNotice> notice_;
   std::vector<Worker> workers_;
   size_t running_ = 0;
@@ -497,19 +497,14 @@ void Supervisor::say_failure(const WorkerExit& f, int attempt,
 int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
                             const std::function<void(const std::string&)>& say) {
   const ElasticPlan& e = *plan_.elastic;
-  std::unique_ptr<RendezvousServer> server;
-  if (e.serve) {
-    try {
-      server = std::make_unique<RendezvousServer>(e.endpoint_host, e.endpoint_port, e.rendezvous);
-      say(fmt::format("serving rendezvous '{}' on {}:{} for {}..{} nodes", e.rendezvous.run_id,
-                      e.endpoint_host, e.endpoint_port, e.rendezvous.min_nodes,
-                      e.rendezvous.max_nodes));
-    } catch (const IoError&) {
-      // Another launcher on this host serves it (several nodes' launchers on one machine).
-    }
+  std::unique_ptr<Rendezvous> rendezvous;
+  try {
+    rendezvous = make_rendezvous(e, static_cast<int>(plan_.workers.size()), say);
+  } catch (const Error& err) {
+    say(err.what());
+    return 1;
   }
-  RendezvousClient client(e.endpoint_host, e.endpoint_port, e.rendezvous,
-                          {e.node_host, static_cast<int>(plan_.workers.size())});
+  Rendezvous& client = *rendezvous;
   for (int attempt_number = 0;; ++attempt_number) {
     RendezvousRound round;
     try {
@@ -534,9 +529,14 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
     }
     std::optional<RendezvousNotice> notice = result.notice;
     if (!notice && !result.failure) {
-      client.report_done();
-      if (server && !server->wait_finished(e.rendezvous.join_timeout)) {
-        say("the other nodes did not finish within join_timeout; stopping the rendezvous");
+      try {
+        client.report_done();
+        if (!client.wait_finished(e.rendezvous.join_timeout)) {
+          say("the other nodes did not finish within join_timeout; stopping the rendezvous");
+        }
+      } catch (const Error& err) {
+        say(fmt::format("this node's workers finished, but the rendezvous could not be told: {}",
+                        err.what()));
       }
       return 0;
     }
@@ -545,8 +545,13 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
       const WorkerExit& f = *result.failure;
       say_failure(f, attempt_number, say);
       exit_code = f.exit_code;
-      client.report_failure(fmt::format("rank {} (pid {}, host {}) {}", f.rank, f.pid, host_name(),
-                                        describe_exit(f)));
+      try {
+        client.report_failure(fmt::format("rank {} (pid {}, host {}) {}", f.rank, f.pid,
+                                          host_name(), describe_exit(f)));
+      } catch (const Error& err) {
+        say(fmt::format("the rendezvous could not be told of the failure: {}", err.what()));
+        return exit_code;
+      }
       notice = client.wait_notice(e.rendezvous.join_timeout);
       if (!notice) {
         say("the rendezvous did not answer the failure within join_timeout");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "zeus/common/base64.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
@@ -18,36 +19,6 @@ bool plain_segment(const std::string& text) {
     }
   }
   return !text.empty();
-}
-
-// RFC 4648 base64url without padding: what the Pushgateway decodes after "@base64".
-std::string base64url(const std::string& in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  size_t i = 0;
-  while (i + 2 < in.size()) {
-    const auto n = (static_cast<unsigned char>(in[i]) << 16) |
-                   (static_cast<unsigned char>(in[i + 1]) << 8) |
-                   static_cast<unsigned char>(in[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-    i += 3;
-  }
-  if (i + 1 == in.size()) {
-    const auto n = static_cast<unsigned char>(in[i]) << 16;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-  } else if (i + 2 == in.size()) {
-    const auto n =
-        (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-  }
-  return out;
 }
 
 }  // namespace
@@ -71,7 +42,8 @@ std::string pushgateway_group_url(const PushgatewayOptions& options) {
   if (plain_segment(options.job)) {
     return fmt::format("{}/metrics/job/{}", base, options.job);
   }
-  return fmt::format("{}/metrics/job@base64/{}", base, base64url(options.job));
+  return fmt::format("{}/metrics/job@base64/{}", base,
+                     base64_encode(options.job, Base64::kUrlNoPadding));
 }
 
 Pusher::Pusher(PushgatewayOptions options)

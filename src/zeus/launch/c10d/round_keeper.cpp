@@ -1,4 +1,4 @@
-#include "zeus/launch/rendezvous_rounds.h"
+#include "zeus/launch/c10d/round_keeper.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,9 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/launch/round_rules.h"
 
-namespace zeus::launch {
+namespace zeus::launch::c10d {
 namespace {
 
 double seconds(std::chrono::milliseconds d) {
@@ -25,10 +26,7 @@ Overloaded(F...) -> Overloaded<F...>;
 
 RoundKeeper::RoundKeeper(RendezvousOptions options, RdzvTime now)
     : o_(std::move(options)), last_join_(now) {
-  if (o_.min_nodes < 1 || o_.max_nodes < o_.min_nodes) {
-    throw ConfigError(
-        fmt::format("--nnodes {}:{}: MIN must be >= 1 and <= MAX", o_.min_nodes, o_.max_nodes));
-  }
+  check_round_sizes(o_);
 }
 
 RdzvActions RoundKeeper::connected(PeerId peer, RdzvTime now) {
@@ -38,7 +36,7 @@ RdzvActions RoundKeeper::connected(PeerId peer, RdzvTime now) {
   return {};
 }
 
-RdzvActions RoundKeeper::received(PeerId id, const rdzv::Message& message, RdzvTime now) {
+RdzvActions RoundKeeper::received(PeerId id, const Message& message, RdzvTime now) {
   RdzvActions out;
   const auto it = peers_.find(id);
   if (it == peers_.end()) {
@@ -48,34 +46,51 @@ RdzvActions RoundKeeper::received(PeerId id, const rdzv::Message& message, RdzvT
   p.last_seen = now;
   const bool welcomed = p.state != State::kConnected;
   std::visit(
-      Overloaded{
-          [&](const rdzv::Hello& m) {
-            if (welcomed) {
-              drop(id, "sent a second hello", out);
-            } else if (m.run_id != o_.run_id) {
-              out.send.push_back(
-                  {id, rdzv::Refused{fmt::format("this endpoint serves rendezvous id '{}', not "
-                                                 "'{}'; give every node the same --rdzv-id",
-                                                 o_.run_id, m.run_id)}});
-              out.close.push_back(id);
-              peers_.erase(id);
-            } else {
-              p.state = State::kIdle;
-              out.send.push_back({id, rdzv::Welcome{o_.run_id}});
-            }
-          },
-          [&](const rdzv::Join& m) {
-            if (!welcomed) {
-              drop(id, "joined without a hello", out);
-            } else {
-              join(id, p, m, now, out);
-            }
-          },
-          [&](const rdzv::Failed& m) { failed(p, m, out); }, [&](const rdzv::Done&) { done(p); },
-          [&](const rdzv::PortReply& m) { port_reply(id, m, out); }, [&](const rdzv::Heartbeat&) {},
-          [&](const auto& m) {
-            drop(id, fmt::format("sent '{}', which only the server sends", rdzv::op_name(m)), out);
-          }},
+      Overloaded{[&](const Hello& m) {
+                   if (welcomed) {
+                     drop(id, "sent a second hello", out);
+                   } else if (m.run_id != o_.run_id) {
+                     out.send.push_back(
+                         {id, Refused{fmt::format("this endpoint serves rendezvous id '{}', not "
+                                                  "'{}'; give every node the same --rdzv-id",
+                                                  o_.run_id, m.run_id)}});
+                     out.close.push_back(id);
+                     peers_.erase(id);
+                   } else {
+                     p.state = State::kIdle;
+                     out.send.push_back({id, Welcome{o_.run_id}});
+                   }
+                 },
+                 [&](const Join& m) {
+                   if (!welcomed) {
+                     drop(id, "joined without a hello", out);
+                   } else {
+                     join(id, p, m, now, out);
+                   }
+                 },
+                 [&](const Failed& m) {
+                   if (welcomed) {
+                     failed(p, m, out);
+                   } else {
+                     drop(id, "sent 'failed' before its hello", out);
+                   }
+                 },
+                 [&](const Done&) {
+                   if (welcomed) {
+                     done(p);
+                   } else {
+                     drop(id, "sent 'done' before its hello", out);
+                   }
+                 },
+                 [&](const PortReply& m) { port_reply(id, m, out); },
+                 [&](const Heartbeat&) {
+                   if (!welcomed) {
+                     drop(id, "sent a heartbeat before its hello", out);
+                   }
+                 },
+                 [&](const auto& m) {
+                   drop(id, fmt::format("sent '{}', which only the server sends", op_name(m)), out);
+                 }},
       message);
   maybe_close(now, out);
   return out;
@@ -118,9 +133,9 @@ RdzvActions RoundKeeper::tick(RdzvTime now) {
   return out;
 }
 
-void RoundKeeper::join(PeerId id, Peer& p, const rdzv::Join& m, RdzvTime now, RdzvActions& out) {
+void RoundKeeper::join(PeerId id, Peer& p, const Join& m, RdzvTime now, RdzvActions& out) {
   if (aborted_) {
-    out.send.push_back({id, rdzv::Abort{abort_reason_}});
+    out.send.push_back({id, Abort{abort_reason_}});
     return;
   }
   if (m.nproc < 1) {
@@ -136,24 +151,23 @@ void RoundKeeper::join(PeerId id, Peer& p, const rdzv::Join& m, RdzvTime now, Rd
   p.state = State::kWaiting;
   p.joined_at = now;
   last_join_ = now;
-  if (running_ && count(State::kMember) + count(State::kDone) < o_.max_nodes) {
+  if (running_ && newcomer_ends_round(o_, count(State::kMember) + count(State::kDone))) {
     end_round(fmt::format("node {} joined", p.host), /*failure=*/false, out);
   }
   tell_waiting(out);
 }
 
-void RoundKeeper::failed(Peer& p, const rdzv::Failed& m, RdzvActions& out) {
+void RoundKeeper::failed(Peer& p, const Failed& m, RdzvActions& out) {
   if (p.state != State::kMember) {
     return;
   }
   ++failures_;
-  const std::string why = fmt::format("{}: {}", who(p), m.reason);
-  if (failures_ > o_.max_restarts) {
-    abort_all(
-        fmt::format("{}; {} failure(s) exceed --max-restarts {}", why, failures_, o_.max_restarts),
-        out);
+  const FailureVerdict verdict =
+      count_failure(o_, failures_, fmt::format("{}: {}", who(p), m.reason));
+  if (verdict.abort) {
+    abort_all(verdict.reason, out);
   } else {
-    end_round(why, /*failure=*/true, out);
+    end_round(verdict.reason, /*failure=*/true, out);
   }
 }
 
@@ -168,7 +182,7 @@ void RoundKeeper::done(Peer& p) {
   }
 }
 
-void RoundKeeper::port_reply(PeerId id, const rdzv::PortReply& m, RdzvActions& out) {
+void RoundKeeper::port_reply(PeerId id, const PortReply& m, RdzvActions& out) {
   if (chosen_.empty() || chosen_.front() != id || m.round != round_) {
     return;  // a stale answer (the closing was cancelled)
   }
@@ -176,23 +190,23 @@ void RoundKeeper::port_reply(PeerId id, const rdzv::PortReply& m, RdzvActions& o
     drop(id, fmt::format("answered the port request with port {}", m.port), out);
     return;
   }
-  int world = 0;
+  std::vector<int> nprocs;
   for (PeerId c : chosen_) {
-    world += peers_.at(c).nproc;
+    nprocs.push_back(peers_.at(c).nproc);
   }
   const std::string master = peers_.at(chosen_.front()).host;
-  int first = 0;
+  const auto places = layout_round(round_, nprocs, master, m.port);
   for (size_t r = 0; r < chosen_.size(); ++r) {
     Peer& p = peers_.at(chosen_[r]);
     p.state = State::kMember;
     p.node_rank = static_cast<int>(r);
+    const RendezvousRound& place = places[r];
     out.send.push_back(
-        {chosen_[r], rdzv::Round{round_, static_cast<int>(r), static_cast<int>(chosen_.size()),
-                                 world, first, master, m.port}});
-    first += p.nproc;
+        {chosen_[r], Round{place.round, place.node_rank, place.nnodes, place.world_size,
+                           place.first_rank, place.master_addr, place.master_port}});
   }
   logger().info("rendezvous '{}': round {} closed with {} node(s), world size {}, master {}:{}",
-                o_.run_id, round_, chosen_.size(), world, master, m.port);
+                o_.run_id, round_, chosen_.size(), places.front().world_size, master, m.port);
   chosen_.clear();
   ++round_;
   running_ = true;
@@ -232,7 +246,7 @@ void RoundKeeper::end_round(const std::string& reason, bool failure, RdzvActions
   for (auto& [id, p] : peers_) {
     if (p.state == State::kMember || p.state == State::kDone) {
       p.state = State::kIdle;
-      out.send.push_back({id, rdzv::Restart{reason}});
+      out.send.push_back({id, Restart{reason}});
     }
   }
   running_ = false;
@@ -245,7 +259,7 @@ void RoundKeeper::abort_all(const std::string& reason, RdzvActions& out) {
   for (auto& [id, p] : peers_) {
     if (p.state != State::kConnected) {
       p.state = State::kIdle;
-      out.send.push_back({id, rdzv::Abort{reason}});
+      out.send.push_back({id, Abort{reason}});
     }
   }
   running_ = false;
@@ -266,9 +280,8 @@ void RoundKeeper::maybe_close(RdzvTime now, RdzvActions& out) {
     return;
   }
   const int n = count(State::kWaiting);
-  const bool full = n >= o_.max_nodes;
-  const bool last_call = n >= o_.min_nodes && now - last_join_ >= o_.last_call;
-  if (!full && !last_call) {
+  if (!round_closes(o_, n,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - last_join_))) {
     return;
   }
   // In the order they joined, at most MAX: later ones wait for the next round.
@@ -280,19 +293,19 @@ void RoundKeeper::maybe_close(RdzvTime now, RdzvActions& out) {
   std::stable_sort(chosen_.begin(), chosen_.end(), [&](PeerId a, PeerId b) {
     return peers_.at(a).joined_at < peers_.at(b).joined_at;
   });
-  chosen_.resize(std::min<size_t>(chosen_.size(), static_cast<size_t>(o_.max_nodes)));
+  chosen_.resize(static_cast<size_t>(round_size(o_, n)));
   for (PeerId c : chosen_) {
     peers_.at(c).state = State::kChosen;
   }
   port_deadline_ = now + o_.keep_alive;
-  out.send.push_back({chosen_.front(), rdzv::PortRequest{round_}});
+  out.send.push_back({chosen_.front(), PortRequest{round_}});
 }
 
 void RoundKeeper::tell_waiting(RdzvActions& out) {
   const int n = count(State::kWaiting) + count(State::kChosen);
   for (const auto& [id, p] : peers_) {
     if (p.state == State::kWaiting) {
-      out.send.push_back({id, rdzv::Waiting{n, o_.min_nodes, o_.max_nodes}});
+      out.send.push_back({id, Waiting{n, o_.min_nodes, o_.max_nodes}});
     }
   }
 }
@@ -306,4 +319,4 @@ std::string RoundKeeper::who(const Peer& p) const {
   return fmt::format("node {} ({})", p.node_rank, p.host);
 }
 
-}  // namespace zeus::launch
+}  // namespace zeus::launch::c10d

@@ -1,13 +1,12 @@
-// The rendezvous's decisions without sockets or a clock (launch/rendezvous_rounds.h): time is
-// a variable of the test, messages are values.
-#include "zeus/launch/rendezvous_rounds.h"
-
+// The c10d rendezvous's decisions without sockets or a clock (launch/c10d/round_keeper.h): time
+// is a variable of the test, messages are values.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "zeus/common/errors.h"
+#include "zeus/launch/c10d/round_keeper.h"
 
-namespace zeus::launch {
+namespace zeus::launch::c10d {
 namespace {
 
 using namespace std::chrono_literals;
@@ -41,8 +40,8 @@ struct World {
   RdzvActions& feed(RdzvActions a) { return last = std::move(a); }
   void join(PeerId id, const std::string& host, int nproc = 2) {
     feed(keeper.connected(id, t));
-    feed(keeper.received(id, rdzv::Hello{"job7"}, t));
-    feed(keeper.received(id, rdzv::Join{host, nproc}, t));
+    feed(keeper.received(id, Hello{"job7"}, t));
+    feed(keeper.received(id, Join{host, nproc}, t));
   }
   RdzvTime t{};
   RoundKeeper keeper;
@@ -52,13 +51,13 @@ struct World {
 TEST(RoundKeeper, AFullRoundAsksNodeZeroForThePortThenTellsEveryMember) {
   World w(2, 2);
   w.join(1, "a");
-  EXPECT_EQ(w.to<rdzv::Waiting>(1).size(), 1u);
+  EXPECT_EQ(w.to<Waiting>(1).size(), 1u);
   w.join(2, "b");
-  ASSERT_EQ(w.to<rdzv::PortRequest>(1).size(), 1u) << "node 0 (first to join) is asked";
-  EXPECT_TRUE(w.to<rdzv::Round>(2).empty()) << "no round before the port is known";
+  ASSERT_EQ(w.to<PortRequest>(1).size(), 1u) << "node 0 (first to join) is asked";
+  EXPECT_TRUE(w.to<Round>(2).empty()) << "no round before the port is known";
   w.t += 10ms;
-  w.feed(w.keeper.received(1, rdzv::PortReply{0, 4242}, w.t));
-  const auto r1 = w.to<rdzv::Round>(1), r2 = w.to<rdzv::Round>(2);
+  w.feed(w.keeper.received(1, PortReply{0, 4242}, w.t));
+  const auto r1 = w.to<Round>(1), r2 = w.to<Round>(2);
   ASSERT_EQ(r1.size(), 1u);
   ASSERT_EQ(r2.size(), 1u);
   EXPECT_EQ(r1[0].node_rank, 0);
@@ -74,51 +73,51 @@ TEST(RoundKeeper, MinNodesCloseAfterTheLastCallWithoutANewcomer) {
   w.join(1, "a");
   w.join(2, "b");
   w.t += 29s;
-  w.feed(w.keeper.received(1, rdzv::Heartbeat{}, w.t));
-  w.feed(w.keeper.received(2, rdzv::Heartbeat{}, w.t));
+  w.feed(w.keeper.received(1, Heartbeat{}, w.t));
+  w.feed(w.keeper.received(2, Heartbeat{}, w.t));
   w.feed(w.keeper.tick(w.t));
-  EXPECT_TRUE(w.to<rdzv::PortRequest>(1).empty());
+  EXPECT_TRUE(w.to<PortRequest>(1).empty());
   w.t += 1s;
   w.feed(w.keeper.tick(w.t));
-  EXPECT_EQ(w.to<rdzv::PortRequest>(1).size(), 1u);
+  EXPECT_EQ(w.to<PortRequest>(1).size(), 1u);
 }
 
 TEST(RoundKeeper, NodeZeroSilentAtTheCloseIsDroppedAndTheOthersCloseWithoutIt) {
   World w(1, 2);
   w.join(1, "a");
   w.join(2, "b");
-  ASSERT_EQ(w.to<rdzv::PortRequest>(1).size(), 1u);
+  ASSERT_EQ(w.to<PortRequest>(1).size(), 1u);
   w.t += 3s;
-  w.feed(w.keeper.received(2, rdzv::Heartbeat{}, w.t));
+  w.feed(w.keeper.received(2, Heartbeat{}, w.t));
   w.t += 3s;  // node 1 silent for 6 s > keep_alive
-  w.feed(w.keeper.received(2, rdzv::Heartbeat{}, w.t));
+  w.feed(w.keeper.received(2, Heartbeat{}, w.t));
   w.feed(w.keeper.tick(w.t));
   EXPECT_THAT(w.last.close, ::testing::Contains(PeerId{1}));
-  EXPECT_TRUE(w.to<rdzv::PortRequest>(2).empty()) << "back to waiting: the last call runs";
+  EXPECT_TRUE(w.to<PortRequest>(2).empty()) << "back to waiting: the last call runs";
   w.t += 24s;  // 30 s after the last join; b's heartbeat lets the keeper act
-  w.feed(w.keeper.received(2, rdzv::Heartbeat{}, w.t));
-  ASSERT_EQ(w.to<rdzv::PortRequest>(2).size(), 1u) << "b closes a round of one";
-  w.feed(w.keeper.received(2, rdzv::PortReply{0, 5000}, w.t));
-  ASSERT_EQ(w.to<rdzv::Round>(2).size(), 1u);
-  EXPECT_EQ(w.to<rdzv::Round>(2)[0].nnodes, 1);
+  w.feed(w.keeper.received(2, Heartbeat{}, w.t));
+  ASSERT_EQ(w.to<PortRequest>(2).size(), 1u) << "b closes a round of one";
+  w.feed(w.keeper.received(2, PortReply{0, 5000}, w.t));
+  ASSERT_EQ(w.to<Round>(2).size(), 1u);
+  EXPECT_EQ(w.to<Round>(2)[0].nnodes, 1);
 }
 
 TEST(RoundKeeper, AMemberLeavingRestartsTheOthersAndFailuresAbortPastMaxRestarts) {
   World w(2, 2);
   w.join(1, "a");
   w.join(2, "b");
-  w.feed(w.keeper.received(1, rdzv::PortReply{0, 4242}, w.t));
-  w.feed(w.keeper.received(1, rdzv::Failed{"rank 0 exited 1"}, w.t));
-  ASSERT_EQ(w.to<rdzv::Restart>(2).size(), 1u);
-  EXPECT_THAT(w.to<rdzv::Restart>(2)[0].reason, HasSubstr("rank 0 exited 1"));
-  w.feed(w.keeper.received(1, rdzv::Join{"a", 2}, w.t));
-  w.feed(w.keeper.received(2, rdzv::Join{"b", 2}, w.t));
-  w.feed(w.keeper.received(1, rdzv::PortReply{1, 4243}, w.t));
-  ASSERT_EQ(w.to<rdzv::Round>(2).size(), 1u);
-  EXPECT_EQ(w.to<rdzv::Round>(2)[0].round, 1);
-  w.feed(w.keeper.received(2, rdzv::Failed{"rank 3 SIGSEGV"}, w.t));
-  ASSERT_EQ(w.to<rdzv::Abort>(1).size(), 1u);
-  EXPECT_THAT(w.to<rdzv::Abort>(1)[0].reason, HasSubstr("exceed --max-restarts 1"));
+  w.feed(w.keeper.received(1, PortReply{0, 4242}, w.t));
+  w.feed(w.keeper.received(1, Failed{"rank 0 exited 1"}, w.t));
+  ASSERT_EQ(w.to<Restart>(2).size(), 1u);
+  EXPECT_THAT(w.to<Restart>(2)[0].reason, HasSubstr("rank 0 exited 1"));
+  w.feed(w.keeper.received(1, Join{"a", 2}, w.t));
+  w.feed(w.keeper.received(2, Join{"b", 2}, w.t));
+  w.feed(w.keeper.received(1, PortReply{1, 4243}, w.t));
+  ASSERT_EQ(w.to<Round>(2).size(), 1u);
+  EXPECT_EQ(w.to<Round>(2)[0].round, 1);
+  w.feed(w.keeper.received(2, Failed{"rank 3 SIGSEGV"}, w.t));
+  ASSERT_EQ(w.to<Abort>(1).size(), 1u);
+  EXPECT_THAT(w.to<Abort>(1)[0].reason, HasSubstr("exceed --max-restarts 1"));
   EXPECT_TRUE(w.keeper.over());
   w.feed(w.keeper.disconnected(2, w.t));
   EXPECT_TRUE(w.last.send.empty());
@@ -128,31 +127,30 @@ TEST(RoundKeeper, AStaleOrWrongPortReplyIsIgnoredOrRefused) {
   World w(2, 2);
   w.join(1, "a");
   w.join(2, "b");
-  w.feed(w.keeper.received(2, rdzv::PortReply{0, 4242}, w.t));
+  w.feed(w.keeper.received(2, PortReply{0, 4242}, w.t));
   EXPECT_TRUE(w.last.send.empty()) << "only node 0's answer counts";
-  w.feed(w.keeper.received(1, rdzv::PortReply{7, 4242}, w.t));
+  w.feed(w.keeper.received(1, PortReply{7, 4242}, w.t));
   EXPECT_TRUE(w.last.send.empty()) << "an answer for another round";
-  w.feed(w.keeper.received(1, rdzv::PortReply{0, 0}, w.t));
+  w.feed(w.keeper.received(1, PortReply{0, 0}, w.t));
   EXPECT_THAT(w.last.close, ::testing::Contains(PeerId{1}));
 }
 
 TEST(RoundKeeper, ProtocolOrderIsEnforced) {
   World w(1, 1);
   w.feed(w.keeper.connected(1, w.t));
-  w.feed(w.keeper.received(1, rdzv::Join{"a", 1}, w.t));
+  w.feed(w.keeper.received(1, Join{"a", 1}, w.t));
   EXPECT_THAT(w.last.close, ::testing::Contains(PeerId{1})) << "a join without a hello";
   w.feed(w.keeper.connected(2, w.t));
-  w.feed(w.keeper.received(2, rdzv::Hello{"job8"}, w.t));
-  ASSERT_EQ(w.to<rdzv::Refused>(2).size(), 1u);
-  EXPECT_THAT(w.to<rdzv::Refused>(2)[0].reason,
-              HasSubstr("serves rendezvous id 'job7', not 'job8'"));
+  w.feed(w.keeper.received(2, Hello{"job8"}, w.t));
+  ASSERT_EQ(w.to<Refused>(2).size(), 1u);
+  EXPECT_THAT(w.to<Refused>(2)[0].reason, HasSubstr("serves rendezvous id 'job7', not 'job8'"));
   w.feed(w.keeper.connected(3, w.t));
-  w.feed(w.keeper.received(3, rdzv::Hello{"job7"}, w.t));
-  w.feed(w.keeper.received(3, rdzv::Round{}, w.t));
+  w.feed(w.keeper.received(3, Hello{"job7"}, w.t));
+  w.feed(w.keeper.received(3, Round{}, w.t));
   EXPECT_THAT(w.last.close, ::testing::Contains(PeerId{3}))
       << "a client sending a server's message";
   EXPECT_THROW(RoundKeeper(World::options(3, 2), w.t), ConfigError);
 }
 
 }  // namespace
-}  // namespace zeus::launch
+}  // namespace zeus::launch::c10d

@@ -1,8 +1,8 @@
-// The rendezvous server's decisions as a pure state machine: which nodes form a round, when it
-// closes, who is told what when a node joins, fails, finishes, leaves or goes silent. No
-// sockets and no clock of its own: the shell (launch/rendezvous.cpp) feeds it connections,
-// decoded messages and the time, and carries out what it returns. The protocol is Note
-// [rendezvous protocol] in rendezvous_protocol.h.
+// The c10d rendezvous server's decisions as a pure state machine: which nodes form a round, when
+// it closes, who is told what when a node joins, fails, finishes, leaves or goes silent, by the
+// rules every backend keeps (round_rules.h). No sockets and no clock of its own: the shell
+// (c10d/server.cpp) feeds it connections, decoded messages and the time, and carries out what it
+// returns. The protocol is Note [rendezvous protocol] in c10d/protocol.h.
 #pragma once
 
 #include <chrono>
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "zeus/launch/c10d/protocol.h"
 #include "zeus/launch/rendezvous.h"
-#include "zeus/launch/rendezvous_protocol.h"
 
-namespace zeus::launch {
+namespace zeus::launch::c10d {
 
 using RdzvTime = std::chrono::steady_clock::time_point;
 using PeerId = uint64_t;
@@ -23,7 +23,7 @@ using PeerId = uint64_t;
 struct RdzvActions {
   struct Send {
     PeerId to;
-    rdzv::Message message;
+    Message message;
   };
   std::vector<Send> send;
   std::vector<PeerId> close;
@@ -38,7 +38,7 @@ class RoundKeeper {
   RoundKeeper(RendezvousOptions options, RdzvTime now);
 
   RdzvActions connected(PeerId peer, RdzvTime now);
-  RdzvActions received(PeerId peer, const rdzv::Message& message, RdzvTime now);
+  RdzvActions received(PeerId peer, const Message& message, RdzvTime now);
   // The peer sent something that is not a message of this protocol: it is closed.
   RdzvActions malformed(PeerId peer, const std::string& why, RdzvTime now);
   RdzvActions disconnected(PeerId peer, RdzvTime now);
@@ -60,10 +60,10 @@ class RoundKeeper {
     RdzvTime joined_at;
   };
 
-  void join(PeerId id, Peer& p, const rdzv::Join& m, RdzvTime now, RdzvActions& out);
-  void failed(Peer& p, const rdzv::Failed& m, RdzvActions& out);
+  void join(PeerId id, Peer& p, const Join& m, RdzvTime now, RdzvActions& out);
+  void failed(Peer& p, const Failed& m, RdzvActions& out);
   void done(Peer& p);
-  void port_reply(PeerId id, const rdzv::PortReply& m, RdzvActions& out);
+  void port_reply(PeerId id, const PortReply& m, RdzvActions& out);
   void drop(PeerId id, const std::string& why, RdzvActions& out);
   void end_round(const std::string& reason, bool failure, RdzvActions& out);
   void abort_all(const std::string& reason, RdzvActions& out);
@@ -87,4 +87,4 @@ class RoundKeeper {
   RdzvTime port_deadline_;
 };
 
-}  // namespace zeus::launch
+}  // namespace zeus::launch::c10d

@@ -1,12 +1,13 @@
-#include "zeus/launch/rendezvous_protocol.h"
+#include "zeus/launch/c10d/protocol.h"
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/errors.h"
 
-namespace zeus::launch::rdzv {
+namespace zeus::launch::c10d {
 namespace {
 
 using json = nlohmann::json;
@@ -29,10 +30,18 @@ class Fields {
   Fields(const json& j, std::string_view op, std::string_view line) : j_(j), op_(op), line_(line) {}
   int integer(const char* name) const {
     const auto it = j_.find(name);
-    if (it == j_.end() || !it->is_number_integer()) {
-      throw problem(name, "an integer");
+    if (it == j_.end() || !it->is_number_integer() || *it < std::numeric_limits<int>::min() ||
+        *it > std::numeric_limits<int>::max()) {
+      throw problem(name, "an integer of 32 bits");
     }
     return it->get<int>();
+  }
+  bool boolean(const char* name) const {
+    const auto it = j_.find(name);
+    if (it == j_.end() || !it->is_boolean()) {
+      throw problem(name, "true or false");
+    }
+    return it->get<bool>();
   }
   std::string text(const char* name) const {
     const auto it = j_.find(name);
@@ -67,13 +76,13 @@ std::string_view op_name(const Message& message) {
       message);
 }
 
-std::string encode(const Message& message) {
+std::string encode(const Message& message, const std::optional<Seal>& seal) {
   json j = std::visit(
       Overloaded{[](const Hello& m) {
-                   return json{{"run_id", m.run_id}};
+                   return json{{"run_id", m.run_id}, {"nonce", m.nonce}, {"auth", m.auth}};
                  },
                  [](const Welcome& m) {
-                   return json{{"run_id", m.run_id}};
+                   return json{{"run_id", m.run_id}, {"nonce", m.nonce}, {"auth", m.auth}};
                  },
                  [](const Refused& m) {
                    return json{{"reason", m.reason}};
@@ -113,31 +122,64 @@ std::string encode(const Message& message) {
       message);
   j["v"] = kVersion;
   j["op"] = op_name(message);
+  if (seal) {
+    j["seq"] = seal->seq;
+    j["mac"] = seal->mac;
+  }
   return j.dump();
 }
 
-Message decode(std::string_view line) {
+namespace {
+Message decode_message(const json& j, std::string_view line);
+}  // namespace
+
+Decoded decode_sealed(std::string_view line) {
   const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     throw DistError(fmt::format("not a rendezvous message (not a JSON object): {}", quote(line)));
   }
   const auto v = j.find("v");
-  if (v == j.end() || !v->is_number_integer() || v->get<int>() != kVersion) {
-    throw DistError(fmt::format(
-        "rendezvous protocol version {} where {} is spoken: {}; give every node the same "
-        "zeus-cpp",
-        v == j.end() ? std::string("(none)") : v->dump(), kVersion, quote(line)));
+  if (v == j.end() || !v->is_number_integer() || *v != kVersion) {
+    const std::string theirs = v == j.end() ? std::string("(none)") : v->dump();
+    throw VersionMismatch(
+        fmt::format("rendezvous protocol version {} where {} is spoken: {}; run the same "
+                    "zeus-cpp on every node",
+                    theirs, kVersion, quote(line)),
+        theirs);
   }
   const auto op_it = j.find("op");
   if (op_it == j.end() || !op_it->is_string()) {
     throw DistError(fmt::format("rendezvous message without an 'op': {}", quote(line)));
   }
-  const std::string op = op_it->get<std::string>();
+  Decoded out{decode_message(j, line), std::nullopt};
+  const auto seq = j.find("seq");
+  const auto mac = j.find("mac");
+  if (seq != j.end() || mac != j.end()) {
+    if (seq == j.end() || mac == j.end() || !seq->is_number_integer() || !mac->is_string() ||
+        *seq < 1 || *seq > std::numeric_limits<int64_t>::max()) {
+      throw DistError(fmt::format(
+          "rendezvous message '{}' has a malformed signature ('seq' an integer, 'mac' a "
+          "string): {}",
+          op_it->get<std::string>(), quote(line)));
+    }
+    out.seal = Seal{seq->get<int64_t>(), mac->get<std::string>()};
+  }
+  return out;
+}
+
+Message decode(std::string_view line) {
+  return decode_sealed(line).message;
+}
+
+namespace {
+
+Message decode_message(const json& j, std::string_view line) {
+  const std::string op = j.at("op").get<std::string>();
   const Fields f(j, op, line);
   if (op == "hello")
-    return Hello{f.text("run_id")};
+    return Hello{f.text("run_id"), f.text("nonce"), f.boolean("auth")};
   if (op == "welcome")
-    return Welcome{f.text("run_id")};
+    return Welcome{f.text("run_id"), f.text("nonce"), f.boolean("auth")};
   if (op == "refused")
     return Refused{f.text("reason")};
   if (op == "join")
@@ -166,4 +208,6 @@ Message decode(std::string_view line) {
   throw DistError(fmt::format("unknown rendezvous message '{}': {}", op, quote(line)));
 }
 
-}  // namespace zeus::launch::rdzv
+}  // namespace
+
+}  // namespace zeus::launch::c10d

@@ -1,0 +1,14 @@
+// Shared secrets kept in files (the metrics exporter's bearer token, the rendezvous token): the
+// file must be readable by its owner only, and its first line, trimmed, is the secret.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace zeus {
+
+// Throws ConfigError naming `what` and the path when the file is missing, readable by group or
+// others (the secret would be everyone's), or empty.
+std::string read_secret_file(const std::filesystem::path& path, const std::string& what);
+
+}  // namespace zeus
