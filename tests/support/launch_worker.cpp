@@ -14,6 +14,9 @@
 //                       local, node, master and its source, port), or error=... (exit 2)
 //   limits LOCATOR MW   rank 1 lowers GPU 0 to MW through a PowerLimitGuard journaling to
 //                       $ZEUS_LOG_DIR/power-limits.journal, prints limited, then SIGKILLs itself
+//   elastic-limit FILE LOCATOR MW
+//                       lowers GPU 0 to MW as `limits` does (every rank), prints limited, then
+//                       as `elastic`; the guard restores on return and on SIGTERM
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,6 +48,28 @@ int env_int(const char* name) {
 [[noreturn]] void wait_forever() {
   while (true)
     ::pause();
+}
+
+// "elastic rank=R world=W restart=N nodes=G master=A:P", then waits until `file` exists.
+int elastic(const char* file) {
+  const auto var = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "?");
+  };
+  std::printf("elastic rank=%s world=%s restart=%s nodes=%s master=%s:%s\n", var("RANK").c_str(),
+              var("WORLD_SIZE").c_str(), var("TORCHELASTIC_RESTART_COUNT").c_str(),
+              var("GROUP_WORLD_SIZE").c_str(), var("MASTER_ADDR").c_str(),
+              var("MASTER_PORT").c_str());
+  std::fflush(stdout);
+  while (!std::filesystem::exists(file)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
+std::filesystem::path journal_path() {
+  const char* dir = std::getenv("ZEUS_LOG_DIR");
+  return std::filesystem::path(dir != nullptr ? dir : ".") / zeus::contract::kJournalName;
 }
 
 void on_sigterm(int) {
@@ -136,19 +161,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "elastic" && argc == 3) {
-    const auto var = [](const char* name) {
-      const char* v = std::getenv(name);
-      return std::string(v != nullptr ? v : "?");
-    };
-    std::printf("elastic rank=%s world=%s restart=%s nodes=%s master=%s:%s\n", var("RANK").c_str(),
-                var("WORLD_SIZE").c_str(), var("TORCHELASTIC_RESTART_COUNT").c_str(),
-                var("GROUP_WORLD_SIZE").c_str(), var("MASTER_ADDR").c_str(),
-                var("MASTER_PORT").c_str());
-    std::fflush(stdout);
-    while (!std::filesystem::exists(argv[2])) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return elastic(argv[2]);
+  }
+  if (mode == "elastic-limit" && argc == 5) {
+    try {
+      auto gpus = zeus::device::open_gpu_set(argv[3], {});
+      zeus::device::PowerLimitGuard guard(*gpus, {.journal_path = journal_path()});
+      guard.set_power_limit_mw(0, std::atoll(argv[4]));
+      std::printf("limited\n");
+      return elastic(argv[2]);
+    } catch (const zeus::Error& e) {
+      std::fprintf(stderr, "launch_worker: %s\n", e.what());
+      return 1;
     }
-    return 0;
   }
   if (mode == "sleep") {
     std::printf("pid=%d\n", static_cast<int>(::getpid()));
@@ -166,11 +191,8 @@ int main(int argc, char** argv) {
     if (g_rank != 1)
       wait_forever();
     try {
-      const char* dir = std::getenv("ZEUS_LOG_DIR");
-      const std::filesystem::path journal =
-          std::filesystem::path(dir != nullptr ? dir : ".") / zeus::contract::kJournalName;
       auto gpus = zeus::device::open_gpu_set(argv[2], {});
-      zeus::device::PowerLimitGuard guard(*gpus, {.journal_path = journal});
+      zeus::device::PowerLimitGuard guard(*gpus, {.journal_path = journal_path()});
       guard.set_power_limit_mw(0, std::atoll(argv[3]));
       std::printf("limited\n");
       std::fflush(stdout);

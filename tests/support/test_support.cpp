@@ -235,14 +235,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::sec
   return result;
 }
 
-Child::Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+Child::Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             Stderr err) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe2 failed");
   }
   UniqueFd write_end(fds[1]);
   out_fd_ = fds[0];
-  child_ = spawn(argv, write_end.get(), 2, env);
+  child_ = spawn(argv, write_end.get(), err == Stderr::kMerged ? write_end.get() : 2, env);
 }
 
 Child::~Child() {

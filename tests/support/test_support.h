@@ -146,16 +146,18 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& argv, int world,
 
 class Child {
  public:
+  // Where the child's stderr goes: the test's own, or the pipe that stdout goes to.
+  enum class Stderr { kInherit, kMerged };
   // `env` adds to (or overrides) this process's environment for the child.
   explicit Child(const std::vector<std::string>& argv,
-                 const std::map<std::string, std::string>& env = {});
+                 const std::map<std::string, std::string>& env = {}, Stderr err = Stderr::kInherit);
   ~Child();
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   // Reads stdout until `text` appears; false on EOF or timeout.
   bool wait_for_output(const std::string& text, std::chrono::seconds timeout);
   void kill(int signo);
-  // Waits for exit and returns the result (stdout read so far, stderr not captured).
+  // Waits for exit and returns the result (stdout read so far; stderr only when merged).
   ProcessResult wait();
   int pid() const { return child_.pid(); }
   // What wait_for_output() has read so far.

@@ -227,6 +227,11 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
   plan.node_rank = options.node_rank.value_or(0);
   plan.master_addr = options.master_addr.value_or("127.0.0.1");
   std::string master_source = options.master_addr ? "--master-addr" : "the default";
+  if (plan.elastic && plan.elastic->backend == "etcd") {
+    // --rdzv-endpoint is etcd's; each round names the master. Until then, this node.
+    plan.master_addr = plan.elastic->node_host;
+    master_source = options.local_addr.empty() ? "this host's name" : "--local-addr";
+  }
   std::optional<int> port = options.master_port;
   if (options.slurm) {
     const std::optional<cluster::SlurmStep> step = cluster::read_slurm(context.env);

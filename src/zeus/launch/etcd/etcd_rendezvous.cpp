@@ -90,7 +90,7 @@ class EtcdRendezvous::Impl {
     stop_ = true;
     wake_.set();
     agent_.join();
-    if (lease_ != 0) {
+    if (lease_ != 0 && !fatal_) {
       try {
         gateway_.revoke(lease_);  // the record goes now, not read_timeout later
       } catch (const Error& e) {
@@ -247,10 +247,9 @@ class EtcdRendezvous::Impl {
     }
     if (now - gateway_.last_answer() > o_.keep_alive) {
       fail(fmt::format(
-          "{}: etcd at {} answered nothing for {:.1f} s, more than read_timeout {:.1f} s ({}); "
-          "this node's workers are stopped; start the run again once etcd is back",
-          what_, gateway_.endpoints_text(), seconds(now - gateway_.last_answer()),
-          seconds(o_.keep_alive), why));
+          "{}: etcd answered nothing for {:.1f} s, more than read_timeout {:.1f} s: {}; this "
+          "node's workers are stopped; start the run again once etcd is back",
+          what_, seconds(now - gateway_.last_answer()), seconds(o_.keep_alive), why));
       return false;
     }
     return true;
@@ -324,6 +323,15 @@ class EtcdRendezvous::Impl {
       const Decision d = decide(o_, view, me, since_grew(view));
       if (d.idle()) {
         return d.wake_in.value_or(milliseconds(1'000));
+      }
+      if (d.repair) {
+        // At most one repair per heartbeat: two nodes that each hold a different state for the
+        // newest (one of them about to learn that its lease ended) cannot race each other.
+        const auto since = Clock::now() - last_repair_;
+        if (since < o_.heartbeat) {
+          return std::chrono::ceil<milliseconds>(o_.heartbeat - since);
+        }
+        last_repair_ = Clock::now();
       }
       act(d, view, me);
     }
@@ -462,17 +470,15 @@ class EtcdRendezvous::Impl {
                                  record_key, o_.token);
       ops.push_back({Op::Kind::kPut, record_key, record_value, lease_, ""});
     }
+    // Failing, the transaction reads every key of the run at its revision: the next decision
+    // sees the state another node wrote together with the records it wrote with it.
     const TxnResult r =
         gateway_.txn({{Compare::Target::kMod, state_key, "", view.state_mod_revision}}, ops,
-                     {{Op::Kind::kRange, state_key, "", 0, ""}});
+                     {{Op::Kind::kRange, keys_.prefix, "", 0, prefix_end(keys_.prefix)}});
     if (!r.succeeded) {
-      for (const RangeResult& range : r.ranges) {
-        for (const KeyValue& kv : range.kvs) {
-          mirror_.put(kv);
-        }
-        if (range.kvs.empty()) {
-          mirror_.erase(state_key, r.revision);
-        }
+      for (RangeResult range : r.ranges) {
+        range.revision = r.revision;
+        mirror_.replace(range);
       }
       return;  // another node changed it first: decide again on what it wrote
     }
@@ -514,6 +520,7 @@ class EtcdRendezvous::Impl {
   std::string last_error_;
   std::optional<RunState> known_;
   std::set<std::string> vouched_;
+  Clock::time_point last_repair_{};
   std::string grew_round_;
   int grew_count_ = 0;
   Clock::time_point grew_at_{};

@@ -47,8 +47,8 @@ class LinkRing {
   void handle(const std::vector<pollfd>& fds);
 
  private:
+  int port_ = 0;  // before listen_: listen_on() sets it
   UniqueFd listen_;
-  int port_ = 0;
   std::deque<UniqueFd> incoming_;
   UniqueFd outgoing_;
   std::string watched_;

@@ -21,9 +21,7 @@ void Mirror::resync() {
   const RangeResult all = gateway_.range(prefix_, prefix_end(prefix_));
   kvs_.clear();
   deleted_at_.clear();
-  for (const KeyValue& kv : all.kvs) {
-    kvs_[kv.key] = kv;
-  }
+  replace(all);
   watch_ = gateway_.watch(
       prefix_, prefix_end(prefix_), all.revision + 1,
       [this](const std::vector<WatchEvent>& events, int64_t) {
@@ -82,6 +80,23 @@ void Mirror::erase(const std::string& key, int64_t revision) {
     kvs_.erase(it);
   }
   deleted_at_[key] = std::max(deleted_at_[key], revision);
+}
+
+void Mirror::replace(const RangeResult& all) {
+  std::set<std::string> present;
+  for (const KeyValue& kv : all.kvs) {
+    present.insert(kv.key);
+    put(kv);
+  }
+  std::vector<std::string> gone;
+  for (const auto& [key, kv] : kvs_) {
+    if (present.count(key) == 0 && kv.mod_revision <= all.revision) {
+      gone.push_back(key);
+    }
+  }
+  for (const std::string& key : gone) {
+    erase(key, all.revision);
+  }
 }
 
 const KeyValue* Mirror::find(const std::string& key) const {

@@ -34,6 +34,9 @@ class Mirror {
   // This node's own writes, applied at once (the watch brings them again later).
   void put(KeyValue kv);
   void erase(const std::string& key, int64_t revision);
+  // Every key of the run as etcd had them at `all.revision` (a transaction's read): what the
+  // mirror holds that is older and not among them was deleted.
+  void replace(const RangeResult& all);
 
   const KeyValue* find(const std::string& key) const;
   // Every key that starts with `prefix`.

@@ -91,6 +91,7 @@ Decision repair(const View& view, const Local& me, const std::string& why) {
   }
   ++s.step;
   d.write = s;
+  d.repair = true;
   d.log = fmt::format("writes back the run's state (step {}, round {} {}): {}", s.step, s.round,
                       phase_name(s.phase), why);
   return d;

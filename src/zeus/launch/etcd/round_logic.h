@@ -76,6 +76,7 @@ struct Decision {
   std::optional<std::string> departed;  // `write` says this member left (its record is gone)
   bool reports_failure = false;         // `write` is this node's failure
   bool reports_done = false;            // `write` is this node's done
+  bool repair = false;                  // `write` puts back the newest state this node knew
   std::optional<int> want;              // put this node's record waiting for this round
   std::optional<RendezvousRound> joined;
   std::optional<RendezvousNotice> notice;
