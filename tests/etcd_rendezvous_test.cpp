@@ -371,6 +371,43 @@ TEST(EtcdRendezvous, WithATokenStrangersAreIgnoredAndWhatTheyWriteIsRepaired) {
   EXPECT_FALSE(a->wait_notice(200ms)) << "the run went on";
 }
 
+TEST(EtcdRendezvous, GarbageRecordsAndFloodsOfConnectionsAreIgnoredAndTheRunGoesOn) {
+  test::EtcdCluster etcd;
+  ZEUS_SKIP_WITHOUT_ETCD(etcd);
+  auto o = quick(etcd, 2, 3);
+  o.token = "s3cret";
+  auto a = node(o), b = node(o);
+  join_all({a.get(), b.get()});
+  Gateway gw = gateway_of(etcd);
+  const Keys keys(o.run_id);
+  const auto s = decode_state(gw.range(keys.state()).kvs.at(0).value, keys.state(), o.token);
+  ASSERT_TRUE(s.record);
+  const std::string nodes = keys.nodes(s.record->generation);
+  for (int i = 0; i < 300; ++i) {
+    const std::string value = i % 3 == 0   ? std::string("not json")
+                              : i % 3 == 1 ? std::string(R"({"v":7,"op":"teleport"})")
+                              : i < 20     ? std::string(1'000'000, 'x')
+                                           : std::string(R"({"v":1,"host":"h"})");
+    gw.txn({}, {{Op::Kind::kPut, nodes + "junk" + std::to_string(i), value, 0, ""}}, {});
+  }
+  // A flood of connections to a member's liveness port.
+  std::vector<UniqueFd> flood;
+  const int link_port = s.record->members.at(1).link_port;
+  for (int i = 0; i < 200; ++i) {
+    std::string why;
+    flood.push_back(connect_to("127.0.0.1", link_port, 1s, &why));
+  }
+  EXPECT_FALSE(a->wait_notice(2s)) << "nothing ended the round";
+  EXPECT_FALSE(b->wait_notice(10ms));
+  auto c = node(o);  // a real node still gets in
+  auto late = std::async(std::launch::async, [&] { return c->join(); });
+  ASSERT_TRUE(a->wait_notice(10s));
+  ASSERT_TRUE(b->wait_notice(10s));
+  auto rounds = join_all({a.get(), b.get()});
+  rounds.push_back(late.get());
+  expect_one_world(rounds, 1, 2);
+}
+
 TEST(EtcdRendezvous, LosingAMinorityOfEtcdChangesNothingAndLosingItAllEndsTheRun) {
   test::EtcdCluster etcd({.members = 3});
   ZEUS_SKIP_WITHOUT_ETCD(etcd);
@@ -398,6 +435,54 @@ TEST(EtcdRendezvous, LosingAMinorityOfEtcdChangesNothingAndLosingItAllEndsTheRun
     EXPECT_THAT(notice->reason, HasSubstr(etcd.endpoint(2)));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(EtcdRendezvous, OverTlsWithAClientCertificate) {
+  test::EtcdCluster etcd({.tls = true});
+  ZEUS_SKIP_WITHOUT_ETCD(etcd);
+  auto o = quick(etcd, 2, 2);
+  o.etcd.protocol = "https";
+  o.etcd.cacert = etcd.client_tls().cacert;
+  o.etcd.cert = etcd.client_tls().cert;
+  o.etcd.key = etcd.client_tls().key;
+  auto a = node(o), b = node(o);
+  expect_one_world(join_all({a.get(), b.get()}), 0, 2);
+  auto no_cert = o;
+  no_cert.etcd.cert.clear();
+  no_cert.etcd.key.clear();
+  no_cert.join_timeout = 1s;
+  try {
+    node(no_cert)->join();
+    FAIL() << "joined without the client certificate etcd asks for";
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("etcd did not answer within join_timeout"));
+  }
+}
+
+TEST(EtcdRendezvous, WithEtcdsAuthenticationItsUserJoinsAndOthersAreToldWhatToDo) {
+  test::EtcdCluster etcd({.auth = true});
+  ZEUS_SKIP_WITHOUT_ETCD(etcd);
+  auto o = quick(etcd, 2, 2);
+  o.etcd.user = test::EtcdCluster::kUser;
+  o.etcd.password = test::EtcdCluster::kPassword;
+  auto a = node(o), b = node(o);
+  expect_one_world(join_all({a.get(), b.get()}), 0, 2);
+  try {
+    node(quick(etcd, 1, 1))->join();
+    FAIL() << "joined an etcd with authentication on, without a user";
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("user=NAME,password_file=PATH"));
+  }
+  auto wrong = quick(etcd, 1, 1);
+  wrong.etcd.user = test::EtcdCluster::kUser;
+  wrong.etcd.password = "not-the-password";
+  try {
+    node(wrong)->join();
+    FAIL() << "joined with a wrong password";
+  } catch (const DistError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("refused user 'zeus'"));
+  }
+  EXPECT_FALSE(a->wait_notice(200ms)) << "the run went on";
 }
 
 TEST(EtcdRendezvous, NoEtcdAtAllIsSaidAfterTheJoinTimeout) {

@@ -9,8 +9,6 @@
 #include <sstream>
 #include <thread>
 
-#include "support/http_client.h"
-
 namespace zeus::test {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -56,6 +54,12 @@ bool EtcdCluster::start(const EtcdClusterOptions& o) {
   }
   dir_ = scratch_dir();
   fs::create_directories(dir_);
+  if (o.tls) {
+    scheme_ = "https";
+    if (!make_certificates()) {
+      return false;
+    }
+  }
   std::string initial;
   for (int i = 0; i < o.members; ++i) {
     auto m = std::make_unique<Member>();
@@ -75,9 +79,9 @@ bool EtcdCluster::start(const EtcdClusterOptions& o) {
                                   "--data-dir",
                                   m->data_dir.string(),
                                   "--listen-client-urls",
-                                  fmt::format("http://127.0.0.1:{}", m->client_port),
+                                  fmt::format("{}://127.0.0.1:{}", scheme_, m->client_port),
                                   "--advertise-client-urls",
-                                  fmt::format("http://127.0.0.1:{}", m->client_port),
+                                  fmt::format("{}://127.0.0.1:{}", scheme_, m->client_port),
                                   "--listen-peer-urls",
                                   fmt::format("http://127.0.0.1:{}", m->peer_port),
                                   "--initial-advertise-peer-urls",
@@ -97,6 +101,11 @@ bool EtcdCluster::start(const EtcdClusterOptions& o) {
     if (o.enable_v2) {
       argv.push_back("--enable-v2=true");
     }
+    if (o.tls) {
+      argv.insert(argv.end(), {"--cert-file", (dir_ / "server.pem").string(), "--key-file",
+                               (dir_ / "server.key").string(), "--trusted-ca-file",
+                               (dir_ / "ca.pem").string(), "--client-cert-auth"});
+    }
     UniqueFd log(::open(m->log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     m->child = process::Child::start({.argv = argv,
                                       .stdin_fd = process::ChildFd::dev_null(),
@@ -115,7 +124,63 @@ bool EtcdCluster::start(const EtcdClusterOptions& o) {
       std::this_thread::sleep_for(50ms);
     }
   }
+  return !o.auth || enable_auth();
+}
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, with the openssl program.
+bool EtcdCluster::make_certificates() {
+  const std::string d = dir_.string();
+  const std::string script = fmt::format(
+      R"(set -e; cd '{}'
+printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > ext.cnf
+key() {{ openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1.key"; }}
+key ca; openssl req -x509 -new -key ca.key -out ca.pem -days 2 -subj /CN=zeus-test-ca
+for name in server client; do
+  key $name; openssl req -new -key $name.key -out $name.csr -subj /CN=$name
+  openssl x509 -req -in $name.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+    -extfile ext.cnf -out $name.pem
+done)",
+      d);
+  const ProcessResult r = run_process({"/bin/sh", "-c", script}, 60s);
+  if (r.exit_code != 0) {
+    why_not_ = "cannot make the test certificates (openssl): " + r.err.substr(0, 500);
+    return false;
+  }
+  tls_ = {d + "/ca.pem", d + "/client.pem", d + "/client.key"};
   return true;
+}
+
+// Users root (etcd requires it before auth is on) and zeus, whose role may read and write the
+// rendezvous's keys (/zeus/...) and nothing else; then authentication on.
+bool EtcdCluster::enable_auth() {
+  const std::string zeus = "L3pldXMv";      // base64 of "/zeus/"
+  const std::string zeus_end = "L3pldXMw";  // "/zeus0"
+  const std::vector<std::pair<std::string, std::string>> calls{
+      {"auth/user/add", R"({"name":"root","password":"root-pw"})"},
+      {"auth/role/add", R"({"name":"root"})"},
+      {"auth/user/grant", R"({"user":"root","role":"root"})"},
+      {"auth/role/add", R"({"name":"zeus-rdzv"})"},
+      {"auth/role/grant",
+       fmt::format(R"({{"name":"zeus-rdzv","perm":{{"permType":"READWRITE","key":"{}",)"
+                   R"("range_end":"{}"}}}})",
+                   zeus, zeus_end)},
+      {"auth/user/add", fmt::format(R"({{"name":"{}","password":"{}"}})", kUser, kPassword)},
+      {"auth/user/grant", fmt::format(R"({{"user":"{}","role":"zeus-rdzv"}})", kUser)},
+      {"auth/enable", "{}"},
+  };
+  for (const auto& [path, body] : calls) {
+    const HttpReply r = http_call("POST", url(0) + "/v3/" + path, body, {}, tls_);
+    if (r.status != 200) {
+      why_not_ = fmt::format("cannot turn etcd's authentication on ({}): HTTP {} {}", path,
+                             r.status, r.body);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string EtcdCluster::url(int member) const {
+  return fmt::format("{}://{}", scheme_, endpoint(member));
 }
 
 std::string EtcdCluster::endpoint(int member) const {
@@ -145,7 +210,7 @@ void EtcdCluster::kill_all() {
 }
 
 bool EtcdCluster::healthy(int member) const {
-  const HttpReply r = http_call("GET", fmt::format("http://{}/health", endpoint(member)));
+  const HttpReply r = http_call("GET", url(member) + "/health", "", {}, tls_);
   return r.status == 200 && r.body.find("\"true\"") != std::string::npos;
 }
 

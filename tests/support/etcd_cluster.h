@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/http_client.h"
 #include "support/test_support.h"
 #include "zeus/process/child.h"
 
@@ -21,6 +22,10 @@ struct EtcdClusterOptions {
   int heartbeat_ms = 50;
   int election_ms = 500;
   bool enable_v2 = false;  // etcd's v2 API as well (torchrun's etcd backend speaks it)
+  // Clients over https with a certificate of the fixture's CA (etcd's --client-cert-auth).
+  bool tls = false;
+  // etcd's authentication on: users root and zeus (read-write on /zeus/ only).
+  bool auth = false;
   std::chrono::seconds start_timeout{30};
 };
 
@@ -44,6 +49,11 @@ class EtcdCluster {
   bool healthy(int member) const;
   // The member's log (etcd writes to stderr), for a failure message.
   std::string log(int member) const;
+  // With tls: the CA, and a client certificate and key (PEM files).
+  const HttpTls& client_tls() const { return tls_; }
+  // With auth: a user that may read and write /zeus/ only, and its password.
+  static constexpr const char* kUser = "zeus";
+  static constexpr const char* kPassword = "zeus-pw";
 
  private:
   struct Member {
@@ -55,11 +65,16 @@ class EtcdCluster {
     process::Child child;
   };
   bool start(const EtcdClusterOptions& o);
+  bool make_certificates();
+  bool enable_auth();
+  std::string url(int member) const;
 
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<Member>> members_;
   bool up_ = false;
   std::string why_not_;
+  std::string scheme_ = "http";
+  HttpTls tls_;
 };
 
 }  // namespace zeus::test

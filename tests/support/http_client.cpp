@@ -14,7 +14,7 @@ size_t append_body(char* data, size_t size, size_t n, void* out) {
 }  // namespace
 
 HttpReply http_call(const std::string& method, const std::string& url, const std::string& body,
-                    const std::vector<std::string>& headers) {
+                    const std::vector<std::string>& headers, const HttpTls& tls) {
   HttpReply reply;
   CURL* curl = curl_easy_init();
   curl_slist* list = nullptr;
@@ -31,6 +31,13 @@ HttpReply http_call(const std::string& method, const std::string& url, const std
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
   curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+  if (!tls.cacert.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, tls.cacert.c_str());
+  }
+  if (!tls.cert.empty()) {
+    curl_easy_setopt(curl, CURLOPT_SSLCERT, tls.cert.c_str());
+    curl_easy_setopt(curl, CURLOPT_SSLKEY, tls.key.c_str());
+  }
   if (!body.empty()) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));

@@ -14,9 +14,16 @@ struct HttpReply {
   std::string content_type;
 };
 
+// An https server's CA, and the client's certificate and key (PEM files; empty: none).
+struct HttpTls {
+  std::string cacert;
+  std::string cert;
+  std::string key;
+};
+
 // One request; `body` sent as application/json when not empty (or with the Content-Type given
 // in `headers`, "Name: value" lines).
 HttpReply http_call(const std::string& method, const std::string& url, const std::string& body = "",
-                    const std::vector<std::string>& headers = {});
+                    const std::vector<std::string>& headers = {}, const HttpTls& tls = {});
 
 }  // namespace zeus::test

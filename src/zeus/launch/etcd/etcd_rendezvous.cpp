@@ -70,11 +70,12 @@ class EtcdRendezvous::Impl {
         keys_(o_.run_id),
         what_(fmt::format("rendezvous '{}'", o_.run_id)),
         gateway_(GatewayOptions{o_.etcd, request_timeout(o_)}),
-        ring_(o.node.host),
+        me_id_(random_hex16()),
+        ring_(o.node.host, me_id_, o_.token),
         mirror_(gateway_, keys_.prefix, [this] { wake_.set(); }),
         reader_(keys_, o_.token, what_) {
     check_round_sizes(o_);
-    me_.id = random_hex16();
+    me_.id = me_id_;
     me_.node = o.node;
     me_.link_port = ring_.port();
     started_ = Clock::now();
@@ -122,6 +123,12 @@ class EtcdRendezvous::Impl {
     }
     if (!joined_) {
       me_.goal = Goal::kIdle;
+      if (!gateway_.ever_answered()) {
+        throw TimeoutError(fmt::format(
+            "{}: etcd did not answer within join_timeout {:.1f} s ({}); start etcd, or fix "
+            "--rdzv-endpoint",
+            what_, seconds(o_.join_timeout), etcd_error_));
+      }
       throw TimeoutError(fmt::format(
           "{} in etcd at {}: {} node(s) joined, at least {} needed, within join_timeout {:.1f} "
           "s; start the other nodes' zeus run with the same --rdzv-endpoint and --rdzv-id, or "
@@ -229,6 +236,10 @@ class EtcdRendezvous::Impl {
   // is not (the run ends on this node).
   bool unreachable(const std::string& why) {
     last_error_ = why;
+    {
+      std::lock_guard lock(mu_);
+      etcd_error_ = why;
+    }
     const auto now = Clock::now();
     if (!gateway_.ever_answered()) {
       if (now - started_ > o_.join_timeout) {
@@ -505,6 +516,7 @@ class EtcdRendezvous::Impl {
   Keys keys_;
   std::string what_;  // "rendezvous 'id'"
   Gateway gateway_;
+  std::string me_id_;  // this node's id in the run: random, a new one per launcher
   LinkRing ring_;
   Flag wake_;  // wakes the agent: the watch, the launcher's requests
   Mirror mirror_;
@@ -535,6 +547,7 @@ class EtcdRendezvous::Impl {
   std::deque<RendezvousNotice> notices_;
   Flag notice_flag_;  // readable while a notice (or the fatal error) waits: fd()
   int waiting_seen_ = 0;
+  std::string etcd_error_;  // the last time etcd did not answer: why
 
   std::thread agent_;  // last: it starts once everything above is made
 };

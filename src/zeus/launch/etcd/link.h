@@ -3,20 +3,23 @@
 //
 // Note [etcd liveness ring]
 //   1. Every launcher listens on a port of its own (--local-addr's address, a free port),
-//      published in its record. It accepts connections and neither reads from them nor writes
-//      to them: a connection there tells its maker only that this launcher runs, and changes
-//      nothing.
-//   2. In a closed round of N >= 2 nodes, node i connects to node (i + 1) mod N's port. When
-//      that connection closes (the kernel closes it when the process dies, SIGKILL included;
-//      even one the launcher had not accepted yet), node i ends the round: node i+1 left. A
-//      machine that vanished closes nothing: its lease's expiry covers it.
-//   3. A member that finished (done in the state) is not a loss: the round logic checks.
-// Bounds: at most kMaxIncoming accepted connections (the oldest goes first); connecting takes at
-// most 1 s.
+//      published in its record.
+//   2. In a closed round of N >= 2 nodes, node i connects to node (i + 1) mod N's port and says
+//      "zeus-rdzv-link <i's id> <mac>\n", the mac an HMAC of both ids with the run's token ("-"
+//      without one). Nothing else is ever written either way.
+//   3. When that connection closes (the kernel closes it when the process dies, SIGKILL
+//      included), node i ends the round: node i+1 left. A machine that vanished closes nothing:
+//      its lease's expiry covers it. A member that finished (done in the state) is no loss: the
+//      round logic checks.
+//   4. The listener keeps the connections whose greeting holds (kMaxLinks at most, the oldest
+//      closed first: those of earlier rounds), and closes the others after kGreeting. At most
+//      kMaxPending connections wait for their greeting; a newer one closes the oldest. So a
+//      flood of connections from a party without the token never closes a member's link.
 #pragma once
 
 #include <poll.h>
 
+#include <chrono>
 #include <deque>
 #include <optional>
 #include <string>
@@ -29,14 +32,17 @@ namespace zeus::launch::etcd {
 // Contract: one thread.
 class LinkRing {
  public:
-  static constexpr size_t kMaxIncoming = 64;
+  static constexpr size_t kMaxPending = 64;
+  static constexpr size_t kMaxLinks = 16;
+  static constexpr std::chrono::milliseconds kGreeting{1'000};
 
-  // Listens on `host` (a free port). Throws IoError or ConfigError naming the address.
-  explicit LinkRing(const std::string& host);
+  // Listens on `host` (a free port) for node `self_id` of a run with `token`. Throws IoError or
+  // ConfigError naming the address.
+  LinkRing(const std::string& host, std::string self_id, std::optional<std::string> token);
   int port() const { return port_; }
 
-  // Watches `id` at host:port from now on (replacing any other); false, and lost() set, when
-  // it cannot be reached.
+  // Watches node `id` at host:port from now on (replacing any other); false, and lost() set,
+  // when it cannot be reached.
   bool watch(const std::string& id, const std::string& host, int port);
   void unwatch();
   // The watched node, once its link closed; nullopt while it holds (or nothing is watched).
@@ -47,9 +53,23 @@ class LinkRing {
   void handle(const std::vector<pollfd>& fds);
 
  private:
+  struct Incoming {
+    UniqueFd fd;
+    std::chrono::steady_clock::time_point accepted;
+    std::string greeting;  // read so far
+    bool linked = false;   // its greeting held
+  };
+  std::string greeting_of(const std::string& watcher, const std::string& watched) const;
+  // Reads what came; false when the connection is to be closed.
+  bool read(Incoming& in);
+  void accept();
+  void expire();
+
+  std::string self_;
+  std::optional<std::string> token_;
   int port_ = 0;  // before listen_: listen_on() sets it
   UniqueFd listen_;
-  std::deque<UniqueFd> incoming_;
+  std::deque<Incoming> incoming_;
   UniqueFd outgoing_;
   std::string watched_;
   std::optional<std::string> lost_;
