@@ -3,8 +3,6 @@
 // workers run on, and the serving launcher logs each refusal.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -13,8 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/line_peer.h"
 #include "support/test_support.h"
-#include "zeus/common/posix.h"
 #include "zeus/launch/c10d/channel.h"
 
 namespace zeus {
@@ -25,34 +23,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A raw TCP connection on loopback.
-struct Raw {
-  explicit Raw(int port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  }
-  void send(const std::string& text) const {
-    ::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL);
-  }
-  std::string line() {
-    while (buffer.find('\n') == std::string::npos) {
-      char chunk[4096];
-      const ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-      if (n <= 0) {
-        return buffer;
-      }
-      buffer.append(chunk, static_cast<size_t>(n));
-    }
-    std::string out = buffer.substr(0, buffer.find('\n'));
-    buffer.erase(0, out.size() + 1);
-    return out;
-  }
-  UniqueFd fd;
-  std::string buffer;
-};
+using Raw = test::LinePeer;
 
 fs::path secret_file(const test::TempDir& dir, const std::string& name, const std::string& text) {
   const fs::path path = dir.path() / name;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/etcd_cluster.h"
+#include "support/rendezvous_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/launch/etcd/gateway.h"
 #include "zeus/launch/etcd/records.h"
@@ -51,32 +52,19 @@ std::unique_ptr<EtcdRendezvous> node(const RendezvousOptions& o, int nproc = 2) 
       EtcdRendezvousOptions{o, RendezvousNode{"127.0.0.1", nproc}, nullptr});
 }
 
+using test::expect_one_world;
+
 std::vector<RendezvousRound> join_all(const std::vector<EtcdRendezvous*>& nodes) {
-  std::vector<std::future<RendezvousRound>> joins;
-  for (auto* n : nodes) {
-    joins.push_back(std::async(std::launch::async, [n] { return n->join(); }));
-  }
-  std::vector<RendezvousRound> rounds;
-  for (auto& j : joins) {
-    rounds.push_back(j.get());
-  }
-  return rounds;
+  return test::join_all(nodes);
 }
 
-void expect_one_world(const std::vector<RendezvousRound>& rounds, int round, int nproc) {
-  std::set<int> ranks;
-  const int n = static_cast<int>(rounds.size());
-  for (const auto& r : rounds) {
-    EXPECT_EQ(r.round, round);
-    EXPECT_EQ(r.nnodes, n);
-    EXPECT_EQ(r.world_size, n * nproc);
-    EXPECT_EQ(r.first_rank, r.node_rank * nproc);
-    EXPECT_EQ(r.master_addr, "127.0.0.1");
-    EXPECT_EQ(r.master_port, rounds[0].master_port);
-    EXPECT_GT(r.master_port, 0);
-    ranks.insert(r.node_rank);
+// The run's state in etcd as a node with `token` reads it (absent, or what is wrong with it).
+Decoded<RunState> state_in(Gateway& gw, const Keys& keys, const std::optional<std::string>& token) {
+  const RangeResult r = gw.range(keys.state());
+  if (r.kvs.empty()) {
+    return {RecordStatus::kMalformed, std::nullopt, "no state"};
   }
-  EXPECT_EQ(ranks.size(), rounds.size()) << "every node its own rank";
+  return decode_state(r.kvs[0].value, keys.state(), token);
 }
 
 Gateway gateway_of(const test::EtcdCluster& etcd) {
@@ -201,8 +189,7 @@ TEST(EtcdRendezvous, ASilentNodeCountsAsGoneWhenItsLeaseEnds) {
   const Keys keys(o.run_id);
   auto joins = std::async(std::launch::async, [&] { return join_all({a.get(), b.get()}); });
   ASSERT_TRUE(test::eventually([&] { return !gw.range(keys.state()).kvs.empty(); }, 10s));
-  const RangeResult state = gw.range(keys.state());
-  const auto s = decode_state(state.kvs[0].value, keys.state(), std::nullopt);
+  const auto s = state_in(gw, keys, std::nullopt);
   ASSERT_TRUE(s.record) << s.problem;
   const Gateway::Lease lease = gw.grant(2s);
   const std::string key = keys.node(s.record->generation, "silent");
@@ -300,8 +287,7 @@ TEST(EtcdRendezvous, WithATokenStrangersAreIgnoredAndWhatTheyWriteIsRepaired) {
   const auto rounds = join_all({a.get(), b.get()});
   Gateway gw = gateway_of(etcd);
   const Keys keys(o.run_id);
-  const RangeResult state = gw.range(keys.state());
-  const auto s = decode_state(state.kvs.at(0).value, keys.state(), o.token);
+  const auto s = state_in(gw, keys, o.token);
   ASSERT_TRUE(s.record) << s.problem;
   const std::string gen = s.record->generation;
   // A stranger's record, unsigned, asking to join: ignored (the round has room, nothing ends).
@@ -327,22 +313,15 @@ TEST(EtcdRendezvous, WithATokenStrangersAreIgnoredAndWhatTheyWriteIsRepaired) {
   // The state overwritten with garbage, then with an older state: written back each time.
   const std::string newest = gw.range(keys.state()).kvs.at(0).value;
   gw.txn({}, {{Op::Kind::kPut, keys.state(), R"({"v":1,"gen":"x"})", 0, ""}}, {});
-  EXPECT_TRUE(test::eventually(
-      [&] {
-        return decode_state(gw.range(keys.state()).kvs.at(0).value, keys.state(), o.token)
-            .record.has_value();
-      },
-      10s))
+  EXPECT_TRUE(test::eventually([&] { return state_in(gw, keys, o.token).record.has_value(); }, 10s))
       << "repaired";
-  const auto repaired =
-      decode_state(gw.range(keys.state()).kvs.at(0).value, keys.state(), o.token).record;
+  const auto repaired = state_in(gw, keys, o.token).record;
   EXPECT_EQ(repaired->members, s.record->members);
   EXPECT_GT(repaired->step, s.record->step);
   gw.txn({}, {{Op::Kind::kPut, keys.state(), newest, 0, ""}}, {});  // a replay of an older step
   EXPECT_TRUE(test::eventually(
       [&] {
-        const auto now =
-            decode_state(gw.range(keys.state()).kvs.at(0).value, keys.state(), o.token).record;
+        const auto now = state_in(gw, keys, o.token).record;
         return now && now->step > repaired->step;
       },
       10s))
@@ -380,7 +359,7 @@ TEST(EtcdRendezvous, GarbageRecordsAndFloodsOfConnectionsAreIgnoredAndTheRunGoes
   join_all({a.get(), b.get()});
   Gateway gw = gateway_of(etcd);
   const Keys keys(o.run_id);
-  const auto s = decode_state(gw.range(keys.state()).kvs.at(0).value, keys.state(), o.token);
+  const auto s = state_in(gw, keys, o.token);
   ASSERT_TRUE(s.record);
   const std::string nodes = keys.nodes(s.record->generation);
   for (int i = 0; i < 300; ++i) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/line_peer.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/c10d/channel.h"
@@ -41,60 +42,7 @@ RendezvousOptions keyed(std::optional<std::string> token, int max_nodes = 3) {
   return o;
 }
 
-// A TCP peer on loopback that speaks lines by hand (optionally through a Channel).
-struct Raw {
-  explicit Raw(int port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  bool send(const std::string& text) const {
-    return ::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(text.size());
-  }
-  // The next line, or "" after `timeout` or at the end of the stream.
-  std::string line(std::chrono::milliseconds timeout = 3s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (buffer.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 20) > 0) {
-        char chunk[4096];
-        const ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-        if (n <= 0) {
-          break;
-        }
-        buffer.append(chunk, static_cast<size_t>(n));
-      }
-    }
-    const size_t nl = buffer.find('\n');
-    if (nl == std::string::npos) {
-      return "";
-    }
-    std::string out = buffer.substr(0, nl);
-    buffer.erase(0, nl + 1);
-    return out;
-  }
-  // Whether the server closed the connection within `timeout`.
-  bool closed(std::chrono::milliseconds timeout = 3s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 20) > 0) {
-        char chunk[4096];
-        const ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-        if (n <= 0) {
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-  UniqueFd fd;
-  bool connected = false;
-  std::string buffer;
-};
+using Raw = test::LinePeer;
 
 // A running round of two nodes with the token, and the server.
 struct KeyedRun {

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/line_peer.h"
+#include "support/rendezvous_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/c10d/client.h"
@@ -53,34 +55,10 @@ struct Cluster {
   Server server;
 };
 
-// Every client joins at once; the rounds in the clients' order.
-std::vector<RendezvousRound> join_all(const std::vector<Client*>& clients) {
-  std::vector<std::future<RendezvousRound>> joins;
-  for (auto* c : clients) {
-    joins.push_back(std::async(std::launch::async, [c] { return c->join(); }));
-  }
-  std::vector<RendezvousRound> rounds;
-  for (auto& j : joins) {
-    rounds.push_back(j.get());
-  }
-  return rounds;
-}
+using test::expect_one_world;
 
-void expect_one_world(const std::vector<RendezvousRound>& rounds, int round, int nproc) {
-  std::set<int> node_ranks;
-  const int n = static_cast<int>(rounds.size());
-  for (const auto& r : rounds) {
-    EXPECT_EQ(r.round, round);
-    EXPECT_EQ(r.nnodes, n);
-    EXPECT_EQ(r.world_size, n * nproc);
-    EXPECT_EQ(r.first_rank, r.node_rank * nproc);
-    EXPECT_EQ(r.master_addr, "127.0.0.1");
-    EXPECT_EQ(r.master_port, rounds[0].master_port);
-    EXPECT_GT(r.master_port, 0);
-    node_ranks.insert(r.node_rank);
-  }
-  EXPECT_EQ(node_ranks.size(), rounds.size()) << "every node its own rank";
-  EXPECT_EQ(*node_ranks.rbegin(), n - 1);
+std::vector<RendezvousRound> join_all(const std::vector<Client*>& clients) {
+  return test::join_all(clients);
 }
 
 TEST(Rendezvous, MaxNodesCloseTheRoundAtOnce) {
@@ -129,45 +107,7 @@ TEST(Rendezvous, ANewcomerGrowsTheWorldBack) {
   expect_one_world(rounds, 1, 2);
 }
 
-// A raw TCP peer on loopback, speaking lines of the protocol by hand.
-struct RawPeer {
-  explicit RawPeer(int port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  bool send(const std::string& lines) const {
-    return ::send(fd.get(), lines.data(), lines.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(lines.size());
-  }
-  // The next line, or "" after `timeout`.
-  std::string line(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (buffer.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 20) > 0) {
-        char chunk[4096];
-        const ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-        if (n <= 0) {
-          break;
-        }
-        buffer.append(chunk, static_cast<size_t>(n));
-      }
-    }
-    const size_t nl = buffer.find('\n');
-    if (nl == std::string::npos) {
-      return "";
-    }
-    std::string out = buffer.substr(0, nl);
-    buffer.erase(0, nl + 1);
-    return out;
-  }
-  UniqueFd fd;
-  bool connected = false;
-  std::string buffer;
-};
+using RawPeer = test::LinePeer;
 
 const std::string kHello = R"({"v":2,"op":"hello","run_id":"job7","nonce":"n","auth":false})";
 const std::string kHelloAndJoin = kHello +
@@ -182,7 +122,7 @@ TEST(Rendezvous, ASilentNodeIsDroppedAfterTheKeepAlive) {
   std::this_thread::sleep_for(150ms);  // a and b wait; the third node fills the round
   // A node that joins and then never sends a heartbeat (a machine that lost its network).
   RawPeer silent(c.server.port());
-  ASSERT_TRUE(silent.connected && silent.send(kHelloAndJoin));
+  ASSERT_TRUE(silent.connected() && silent.send(kHelloAndJoin));
   const auto rounds = joins.get();
   EXPECT_EQ(rounds[0].nnodes, 3);
   const auto notice = a->wait_notice(5s);
@@ -197,7 +137,7 @@ TEST(Rendezvous, ASilentNodeIsDroppedAfterTheKeepAlive) {
 TEST(Rendezvous, TheMasterPortIsPickedByNodeZeroWhenTheRoundCloses) {
   Cluster c(quick(2, 2));
   RawPeer first(c.server.port());
-  ASSERT_TRUE(first.connected && first.send(kHelloAndJoin));
+  ASSERT_TRUE(first.connected() && first.send(kHelloAndJoin));
   EXPECT_THAT(first.line(2s), HasSubstr(R"("op":"welcome")"));
   EXPECT_THAT(first.line(2s), HasSubstr(R"("op":"waiting")"));
   auto b = c.node();
@@ -252,9 +192,9 @@ TEST(Rendezvous, AnEndpointThatIsNotARendezvousIsAnErrorAtOnce) {
 TEST(Rendezvous, AMessageMissingAFieldIsRefusedNotDefaulted) {
   Cluster c(quick(1, 2));
   RawPeer p(c.server.port());
-  ASSERT_TRUE(p.connected && p.send(kHello + "\n"
-                                             R"({"v":2,"op":"join","host":"127.0.0.1"})"
-                                             "\n"));
+  ASSERT_TRUE(p.connected() && p.send(kHello + "\n"
+                                               R"({"v":2,"op":"join","host":"127.0.0.1"})"
+                                               "\n"));
   EXPECT_THAT(p.line(2s), HasSubstr("welcome"));
   EXPECT_EQ(p.line(2s), "") << "the server closes the connection instead of a round of nproc 1";
   EXPECT_THROW(c10d::decode(R"({"v":2,"op":"join","host":"h"})"), DistError);
