@@ -7,7 +7,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
+#include <fstream>
 #include <future>
 #include <memory>
 #include <set>
@@ -17,6 +19,7 @@
 
 #include "support/line_peer.h"
 #include "support/rendezvous_support.h"
+#include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/c10d/client.h"
@@ -313,6 +316,53 @@ TEST(RdzvConf, UnknownKeysAndBadValuesNameWhatIsSupported) {
   }
   for (const char* bad : {"join_timeout=abc", "join_timeout=0", "last_call_timeout"}) {
     EXPECT_THROW(apply_rdzv_conf(bad, o), ConfigError) << bad;
+  }
+}
+
+TEST(RdzvConf, EtcdsKeysAndTheTokenFile) {
+  RendezvousOptions o;
+  apply_rdzv_conf("protocol=https,cacert=/ca.pem,cert=/c.pem,key=/c.key,timeout=7", o,
+                  /*etcd=*/true);
+  EXPECT_EQ(o.etcd.protocol, "https");
+  EXPECT_EQ(o.etcd.cacert, "/ca.pem");
+  EXPECT_EQ(o.etcd.cert, "/c.pem");
+  EXPECT_EQ(o.etcd.key, "/c.key");
+  EXPECT_EQ(o.join_timeout, 7s) << "torchrun's etcd timeout";
+  EXPECT_THROW(apply_rdzv_conf("cacert=/ca.pem", o), ConfigError) << "an etcd key for c10d";
+  test::TempDir dir;
+  const auto token = dir.path() / "token";
+  std::ofstream(token) << "  s3cret \n";
+  ::chmod(token.c_str(), 0644);
+  try {
+    RendezvousOptions t;
+    apply_rdzv_conf("token_file=" + token.string(), t);
+    FAIL() << "a token others can read";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("chmod 600"));
+    EXPECT_THAT(e.what(), HasSubstr(token.string()));
+  }
+  ::chmod(token.c_str(), 0600);
+  RendezvousOptions t;
+  apply_rdzv_conf("token_file=" + token.string(), t);
+  EXPECT_EQ(t.token, "s3cret");
+  {
+    test::ScopedEnv env("ZEUS_RDZV_TOKEN_FILE", token.string());
+    RendezvousOptions from_env;
+    apply_rdzv_conf("", from_env);
+    EXPECT_EQ(from_env.token, "s3cret");
+  }
+  RendezvousOptions u;
+  EXPECT_THROW(apply_rdzv_conf("user=zeus", u, true), ConfigError) << "no password file";
+  EXPECT_THROW(apply_rdzv_conf("protocol=http,cacert=/ca.pem", u, true), ConfigError)
+      << "TLS files without https";
+  EXPECT_THROW(apply_rdzv_conf("protocol=ftp", u, true), ConfigError);
+}
+
+TEST(RdzvEndpoints, EtcdsListWithItsDefaultPort) {
+  EXPECT_EQ(parse_etcd_endpoints("a,b:1,[::1]:3,[::1]"),
+            (std::vector<std::string>{"a:2379", "b:1", "[::1]:3", "[::1]:2379"}));
+  for (const char* bad : {"", ",", "a:0", "a:x", "[::1", "http://a:2379"}) {
+    EXPECT_THROW(parse_etcd_endpoints(bad), ConfigError) << bad;
   }
 }
 
