@@ -4,6 +4,7 @@
 
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "zeus/common/base64.h"
 #include "zeus/common/logging.h"
@@ -21,6 +22,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int kGrpcDeadlineExceeded = 4;
 constexpr int kGrpcUnavailable = 14;
 constexpr int kGrpcUnauthenticated = 16;
+// How long a call rides out an election (etcd's default election timeout is 1 s; a new leader
+// is usually there within two).
+constexpr std::chrono::milliseconds kElectionAllowance{3'000};
 
 int64_t int_field(const json& j, const char* name) {
   const auto it = j.find(name);
@@ -148,12 +152,25 @@ class Gateway::Impl {
   }
   ~Impl() { curl_easy_cleanup(curl_); }
 
-  // POSTs `body` to /v3/<path>, moving through the endpoints as the header says.
+  // POSTs `body` to /v3/<path>, moving through the endpoints as the header says. A member that
+  // answers that it cannot serve now (an election under way: "leader changed", "no leader") is
+  // tried again after the others, within kElectionAllowance; an endpoint that does not answer
+  // at all counts once.
   json call(const std::string& path, const json& body) {
     std::lock_guard lock(mu_);
     std::string last_error;
     bool reauthenticated = false;
-    for (size_t tried = 0; tried < o_.etcd.endpoints.size();) {
+    bool member_answered = false;  // some member answered "not now" in this pass
+    const auto give_up = Clock::now() + kElectionAllowance;
+    for (size_t tried = 0;;) {
+      if (tried >= o_.etcd.endpoints.size()) {
+        if (!member_answered || Clock::now() >= give_up) {
+          break;
+        }
+        tried = 0;  // a new pass: the election may be over
+        member_answered = false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
       const std::string& endpoint = o_.etcd.endpoints[current_];
       if (!o_.etcd.user.empty() && token_.empty() && path != "auth/authenticate") {
         try {
@@ -182,6 +199,7 @@ class Gateway::Impl {
       }
       if (*a.grpc_code == kGrpcUnavailable || *a.grpc_code == kGrpcDeadlineExceeded) {
         last_error = fmt::format("{}: {}", endpoint, a.message);
+        member_answered = true;
         next_endpoint_locked(tried);
         continue;
       }
