@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <chrono>
+#include <thread>
 #include <type_traits>
 #include <unordered_map>
 
@@ -46,7 +48,7 @@ class Connection final : public SqlSession {
           what));
     }
     sqlite3_busy_timeout(db_, static_cast<int>(options.lock_wait.count()));
-    exec("PRAGMA journal_mode=WAL");
+    enter_wal(options.lock_wait);
     exec("PRAGMA synchronous=FULL");
     exec("PRAGMA foreign_keys=ON");
   }
@@ -138,6 +140,40 @@ class Connection final : public SqlSession {
                     sqlite3_errcode(db_) == SQLITE_BUSY ? " (another process held it too long: "
                                                           "is a server stuck on this file?)"
                                                         : ""));
+  }
+
+  // Switching a file to WAL needs it to itself, and SQLite answers "database is locked" at once,
+  // without the busy handler, while another connection has it open in the middle of the same
+  // switch (servers starting at once on a new database). WAL is kept in the file, so a database
+  // already in it needs no switch; otherwise the switch is tried again until `lock_wait` is up.
+  void enter_wal(std::chrono::milliseconds lock_wait) {
+    const auto deadline = std::chrono::steady_clock::now() + lock_wait;
+    for (;;) {
+      std::string mode;
+      char* error = nullptr;
+      const int rc = sqlite3_exec(
+          db_, "PRAGMA journal_mode=WAL",
+          [](void* out, int, char** values, char**) {
+            *static_cast<std::string*>(out) = values[0] != nullptr ? values[0] : "";
+            return 0;
+          },
+          &mode, &error);
+      const std::string what = error != nullptr ? error : sqlite3_errmsg(db_);
+      sqlite3_free(error);
+      if (rc == SQLITE_OK) {
+        if (mode != "wal") {
+          throw DatabaseError(fmt::format(
+              "the batch-size database {} cannot use write-ahead logging (its journal mode "
+              "stayed '{}'): is it on a network file system? Put it on a local disk",
+              path_, mode));
+        }
+        return;
+      }
+      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+        fail("PRAGMA journal_mode=WAL", what);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
 
   std::string path_;
