@@ -156,21 +156,14 @@ TEST(EtcdRendezvous, NodesFormARoundLoseOneAndGrowBack) {
   auto a = node(o), b = node(o), c = node(o);
   expect_one_world(join_all({a.get(), b.get(), c.get()}), 0, 2);
   c.reset();  // its launcher ends: its lease is revoked, its link closes
-  for (auto* survivor : {a.get(), b.get()}) {
-    const auto notice = survivor->wait_notice(10s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
-    EXPECT_THAT(notice->reason, HasSubstr("left"));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart, {"left"}, 10s));
   expect_one_world(join_all({a.get(), b.get()}), 1, 2);
   EXPECT_FALSE(a->wait_notice(200ms).has_value()) << "the round runs";
   auto d = node(o);
   auto late = std::async(std::launch::async, [&] { return d->join(); });
-  for (auto* member : {a.get(), b.get()}) {
-    const auto notice = member->wait_notice(10s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_THAT(notice->reason, HasSubstr("joined"));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart, {"joined"}, 10s));
   auto rounds = join_all({a.get(), b.get()});
   rounds.push_back(late.get());
   expect_one_world(rounds, 2, 2);
@@ -215,20 +208,12 @@ TEST(EtcdRendezvous, FailuresCountAgainstMaxRestartsThenTheRunIsAborted) {
   auto a = node(o), b = node(o);
   join_all({a.get(), b.get()});
   a->report_failure("rank 1 exited with code 1");
-  for (auto* n : {a.get(), b.get()}) {
-    const auto notice = n->wait_notice(10s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
-    EXPECT_THAT(notice->reason, HasSubstr("rank 1 exited with code 1"));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart,
+                                               {"rank 1 exited with code 1"}, 10s));
   EXPECT_EQ(join_all({a.get(), b.get()})[0].round, 1);
   b->report_failure("rank 3 killed by SIGSEGV");
-  for (auto* n : {a.get(), b.get()}) {
-    const auto notice = n->wait_notice(10s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kAbort);
-    EXPECT_THAT(notice->reason, HasSubstr("exceed --max-restarts 1"));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kAbort,
+                                               {"exceed --max-restarts 1"}, 10s));
   try {
     a->join();
     FAIL() << "joined an aborted run";
@@ -406,13 +391,9 @@ TEST(EtcdRendezvous, LosingAMinorityOfEtcdChangesNothingAndLosingItAllEndsTheRun
   etcd.kill(1);
   etcd.kill(2);
   const auto start = std::chrono::steady_clock::now();
-  for (auto* n : {a.get(), b.get(), c.get()}) {
-    const auto notice = n->wait_notice(20s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kAbort);
-    EXPECT_THAT(notice->reason, HasSubstr("answered nothing for"));
-    EXPECT_THAT(notice->reason, HasSubstr(etcd.endpoint(2)));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get(), c.get()},
+                                               RendezvousNotice::Kind::kAbort,
+                                               {"answered nothing for", etcd.endpoint(2)}, 20s));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 

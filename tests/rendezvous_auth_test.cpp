@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/line_peer.h"
+#include "support/rendezvous_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
 #include "zeus/launch/c10d/channel.h"
@@ -216,11 +217,8 @@ TEST(RendezvousAuth, BadInputAndFloodsAreRefusedAndTheRunGoesOn) {
   // A real node still gets in (the oldest idle connections were evicted for it).
   auto newcomer = run.node("s3cret");
   auto joined = std::async(std::launch::async, [&] { return newcomer->join(); });
-  for (auto* member : {run.a.get(), run.b.get()}) {
-    const auto notice = member->wait_notice(10s);
-    ASSERT_TRUE(notice.has_value()) << "the newcomer was let in";
-    EXPECT_THAT(notice->reason, HasSubstr("joined"));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({run.a.get(), run.b.get()},
+                                               RendezvousNotice::Kind::kRestart, {"joined"}, 10s));
   auto ja = std::async(std::launch::async, [&] { return run.a->join(); });
   auto jb = std::async(std::launch::async, [&] { return run.b->join(); });
   EXPECT_EQ(joined.get().nnodes, 3);

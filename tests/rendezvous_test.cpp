@@ -84,12 +84,8 @@ TEST(Rendezvous, ALeavingNodeRestartsTheOthersInASmallerWorld) {
   auto a = c.node(), b = c.node(), d = c.node();
   join_all({a.get(), b.get(), d.get()});
   d.reset();  // its launcher is gone: the connection closes
-  for (auto* survivor : {a.get(), b.get()}) {
-    const auto notice = survivor->wait_notice(5s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
-    EXPECT_THAT(notice->reason, HasSubstr("left"));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart, {"left"}, 5s));
   expect_one_world(join_all({a.get(), b.get()}), 1, 2);
 }
 
@@ -100,11 +96,8 @@ TEST(Rendezvous, ANewcomerGrowsTheWorldBack) {
   EXPECT_FALSE(a->wait_notice(100ms).has_value()) << "the round runs";
   auto newcomer = c.node();
   auto late = std::async(std::launch::async, [&] { return newcomer->join(); });
-  for (auto* member : {a.get(), b.get()}) {
-    const auto notice = member->wait_notice(5s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_THAT(notice->reason, HasSubstr("joined"));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart, {"joined"}, 5s));
   auto rounds = join_all({a.get(), b.get()});
   rounds.push_back(late.get());
   expect_one_world(rounds, 1, 2);
@@ -216,21 +209,13 @@ TEST(Rendezvous, FailuresCountAgainstMaxRestartsThenTheRunIsAborted) {
   auto a = c.node(), b = c.node();
   join_all({a.get(), b.get()});
   a->report_failure("worker 1 exited with code 1");
-  for (auto* n : {a.get(), b.get()}) {
-    const auto notice = n->wait_notice(5s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kRestart);
-    EXPECT_THAT(notice->reason, HasSubstr("worker 1 exited with code 1"));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kRestart,
+                                               {"worker 1 exited with code 1"}, 5s));
   const auto again = join_all({a.get(), b.get()});
   EXPECT_EQ(again[0].round, 1);
   b->report_failure("worker 3 killed by SIGSEGV");
-  for (auto* n : {a.get(), b.get()}) {
-    const auto notice = n->wait_notice(5s);
-    ASSERT_TRUE(notice.has_value());
-    EXPECT_EQ(notice->kind, RendezvousNotice::Kind::kAbort);
-    EXPECT_THAT(notice->reason, HasSubstr("exceed --max-restarts 1"));
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get()}, RendezvousNotice::Kind::kAbort,
+                                               {"exceed --max-restarts 1"}, 5s));
   EXPECT_THROW(a->join(), DistError);
 }
 

@@ -2,10 +2,14 @@
 // world.
 #pragma once
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
+#include <initializer_list>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "zeus/launch/rendezvous.h"
@@ -44,6 +48,26 @@ inline void expect_one_world(const std::vector<launch::RendezvousRound>& rounds,
   }
   EXPECT_EQ(node_ranks.size(), rounds.size()) << "every node its own rank";
   EXPECT_EQ(*node_ranks.rbegin(), n - 1);
+}
+
+// Every node hears a notice of `kind` within `timeout`, whose reason holds each of `reason_parts`.
+// A node that hears none is a fatal failure (what follows would wait on it): call it under
+// ASSERT_NO_FATAL_FAILURE.
+template <class Node>
+void expect_notices(std::initializer_list<Node*> nodes, launch::RendezvousNotice::Kind kind,
+                    const std::vector<std::string>& reason_parts,
+                    std::chrono::milliseconds timeout) {
+  int i = 0;
+  for (Node* n : nodes) {
+    const auto notice = n->wait_notice(timeout);
+    ASSERT_TRUE(notice.has_value())
+        << "node " << i << " heard nothing in " << timeout.count() << " ms";
+    EXPECT_EQ(notice->kind, kind) << "node " << i << ": " << notice->reason;
+    for (const std::string& part : reason_parts) {
+      EXPECT_THAT(notice->reason, testing::HasSubstr(part)) << "node " << i;
+    }
+    ++i;
+  }
 }
 
 }  // namespace zeus::test
