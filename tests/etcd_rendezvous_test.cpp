@@ -53,10 +53,7 @@ std::unique_ptr<EtcdRendezvous> node(const RendezvousOptions& o, int nproc = 2) 
 }
 
 using test::expect_one_world;
-
-std::vector<RendezvousRound> join_all(const std::vector<EtcdRendezvous*>& nodes) {
-  return test::join_all(nodes);
-}
+using test::join_all;
 
 // The run's state in etcd as a node with `token` reads it (absent, or what is wrong with it).
 Decoded<RunState> state_in(Gateway& gw, const Keys& keys, const std::optional<std::string>& token) {

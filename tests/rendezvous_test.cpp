@@ -59,10 +59,7 @@ struct Cluster {
 };
 
 using test::expect_one_world;
-
-std::vector<RendezvousRound> join_all(const std::vector<Client*>& clients) {
-  return test::join_all(clients);
-}
+using test::join_all;
 
 TEST(Rendezvous, MaxNodesCloseTheRoundAtOnce) {
   Cluster c(quick(2, 3));

@@ -18,7 +18,7 @@ namespace zeus::test {
 
 // Every node joins at once (each from a thread); the rounds in the nodes' order.
 template <class Node>
-std::vector<launch::RendezvousRound> join_all(const std::vector<Node*>& nodes) {
+std::vector<launch::RendezvousRound> join_all(std::initializer_list<Node*> nodes) {
   std::vector<std::future<launch::RendezvousRound>> joins;
   for (Node* n : nodes) {
     joins.push_back(std::async(std::launch::async, [n] { return n->join(); }));
