@@ -14,6 +14,7 @@
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
+#include "zeus/common/directories.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
@@ -120,6 +121,48 @@ TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
     ++files;
   }
   EXPECT_EQ(files, 1) << "temporary file left behind";
+}
+
+// make_directory: every level of a new path, an existing directory accepted, and a path that
+// cannot be a directory refused naming the part in the way, the role and the absolute path.
+TEST(MakeDirectory, MakesEveryLevelAndNamesWhatIsInTheWay) {
+  test::TempDir dir;
+  make_directory(dir / "a/b/c", "log directory");
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "a/b/c"));
+  make_directory(dir / "a/b/c", "log directory");  // already there: fine
+  std::ofstream(dir / "a/file") << "x";
+  for (const auto& bad : {dir / "a/file", dir / "a/file/deeper/still"}) {
+    try {
+      make_directory(bad, "job's log directory");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const IoError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("'" + (dir / "a/file").string() + "' is a file"));
+      EXPECT_THAT(e.what(), HasSubstr("job's log directory"));
+      EXPECT_THAT(e.what(), HasSubstr(bad.string()));
+    }
+  }
+  EXPECT_EQ(directory_of("name.json"), std::filesystem::path("."));
+  EXPECT_EQ(directory_of("a/name.json"), std::filesystem::path("a"));
+}
+
+// Not writable: only an unprivileged user meets it (root writes anywhere but on a read-only file
+// system); its message names the directory and the uid.
+TEST(MakeDirectory, ADirectoryThisUserCannotWriteIsNamedWithTheUid) {
+  if (::geteuid() == 0) {
+    GTEST_SKIP() << "root may write any directory: the check needs an unprivileged user";
+  }
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "locked");
+  std::filesystem::permissions(
+      dir / "locked", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  try {
+    make_directory(dir / "locked/new", "log directory");
+    ADD_FAILURE() << "a directory under a read-only one was made";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'" + (dir / "locked").string() + "' is not writable"));
+    EXPECT_THAT(e.what(), HasSubstr("uid " + std::to_string(::geteuid())));
+  }
+  std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
 }
 
 TEST(AtomicFile, FailureKeepsOldContentAndNamesPath) {

@@ -78,6 +78,27 @@ TEST(RunFileNames, AListingSortsALogDirectoryByKind) {
   EXPECT_TRUE(list_run_dir(dir / "missing").train_results.empty());
 }
 
+// The Python optimizer's process journals: the name python/zeus_cpp writes, found in a
+// directory among other files, and nothing else taken for one.
+TEST(RunFileNames, ProcessJournalsAreNamedAndListed) {
+  EXPECT_EQ(process_journal_name("node7", 4121), "gplo-node7-4121.journal");
+  EXPECT_TRUE(is_process_journal_name("gplo-node7-4121.journal"));
+  for (const char* other :
+       {"gplo-.journal", "power-limits.journal", "gplo-a-1.journal.tmp", "xgplo-a-1.journal"}) {
+    EXPECT_FALSE(is_process_journal_name(other)) << other;
+  }
+  test::TempDir dir;
+  for (const char* name : {"gplo-b-2.journal", "gplo-a-1.journal", "power-limits.journal",
+                           "gplo-c-3.journal.previous-boot"}) {
+    std::ofstream(dir / name) << "x";
+  }
+  const auto found = list_process_journals(dir.path());
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].filename(), "gplo-a-1.journal");
+  EXPECT_EQ(found[1].filename(), "gplo-b-2.journal");
+  EXPECT_TRUE(list_process_journals(dir / "missing").empty());
+}
+
 TEST(PowerLog, ReadsWhatPowerMonitorWritesAndNamesABadLine) {
   test::TempDir dir;
   const auto path = dir / power_log_name({8, 0, 0});

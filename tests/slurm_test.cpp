@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
+#include "support/run_dir_check.h"
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
 
@@ -244,6 +246,50 @@ TEST_F(Slurm, ScancelMidProfilingRestoresTheLimits) {
   EXPECT_EQ(nvml.limit_mw(0), 280'000);
   EXPECT_EQ(nvml.limit_mw(1), 280'000);
   EXPECT_FALSE(fs::exists(log / "power-limits.journal"));
+}
+
+// Issue #38's matrix, its Slurm cells (run_dir_test.cpp has the others): examples/fashion_mnist
+// started by srun, one task per GPU, each way of giving its log directory that applies, on the
+// fake NVML and on the simulated GPU: the run contract's files where they were asked for,
+// nothing elsewhere, the limits back.
+TEST_F(Slurm, SrunPutsTheRunsFilesWhereTheyWereAskedFor) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  for (const auto way : {test::LogDirWay::kDefault, test::LogDirWay::kProgramRelative,
+                         test::LogDirWay::kProgramAbsolute, test::LogDirWay::kEnv}) {
+    for (const bool nvml : {true, false}) {
+      SCOPED_TRACE(test::name_of(way) + (nvml ? " on the fake NVML" : " on simulated GPUs"));
+      test::TempDir root;
+      const test::RunLayout l = test::run_layout(way, root.path());
+      std::optional<test::FakeNvml> gpus;
+      if (nvml) {
+        gpus.emplace(test::two_a40s_at_280w());
+      }
+      std::vector<std::string> argv{slurm_tool("srun"), "-N1", "-n2", ZEUS_EXAMPLE_PATH};
+      for (const auto& list : {test::quick_fashion_mnist_args(nvml), l.program_args}) {
+        argv.insert(argv.end(), list.begin(), list.end());
+      }
+      auto env = test::quick_env(l);
+      env["MASTER_ADDR"] = "127.0.0.1";
+      test::Child child({"/bin/sh", "-c", test::shell_command_in(l.work, argv)}, env);
+      const test::ProcessResult r = child.wait();
+      ASSERT_EQ(r.exit_code, 0) << r.out;
+      EXPECT_THAT(r.out, HasSubstr("on 2 rank(s)")) << r.out;
+      EXPECT_THAT(test::run_dir_problems({.root = root.path(),
+                                          .cwd = l.work,
+                                          .program_dir = l.program_dir,
+                                          .world_size = 2,
+                                          .simulated = !nvml}),
+                  ::testing::IsEmpty())
+          << "files:\n"
+          << test::tree(root.path()) << r.out;
+      if (gpus) {
+        EXPECT_EQ(gpus->limit_mw(0), 280'000) << r.out;
+        EXPECT_EQ(gpus->limit_mw(1), 280'000) << r.out;
+      }
+    }
+  }
 }
 
 // Two nodes: one `zeus run --slurm` per node, and one task per GPU straight from srun, each a

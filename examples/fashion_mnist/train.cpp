@@ -39,6 +39,7 @@ using zeus::examples::Net;
 
 struct Options : zeus::examples::TrainingOptions {
   int64_t limit_train = 0;  // > 0: only this many training samples (quick runs)
+  int64_t limit_test = 0;   // > 0: only this many test samples
   bool plain_loop = false;  // no zeus::DataLoader (benchmark baseline)
   std::string data_dir = zeus::data::kFashionMnistDir;
 };
@@ -87,6 +88,10 @@ int train(zeus::distributed::Context& ctx, const Options& o) {
   if (o.limit_train > 0 && o.limit_train < train_set.size()) {
     train_set.images = train_set.images.narrow(0, 0, o.limit_train);
     train_set.labels = train_set.labels.narrow(0, 0, o.limit_train);
+  }
+  if (o.limit_test > 0 && o.limit_test < test_set.size()) {
+    test_set.images = test_set.images.narrow(0, 0, o.limit_test);
+    test_set.labels = test_set.labels.narrow(0, 0, o.limit_test);
   }
   auto train_data = std::make_shared<zeus::data::TensorDataset>(train_set.images, train_set.labels);
   auto test_data = std::make_shared<zeus::data::TensorDataset>(test_set.images, test_set.labels);
@@ -190,6 +195,7 @@ int main(int argc, char** argv) {
   Options o;
   zeus::examples::add_training_flags(app, o);
   app.add_option("--limit-train", o.limit_train, "Train on the first N samples only");
+  app.add_option("--limit-test", o.limit_test, "Evaluate on the first N test samples only");
   app.add_option("--data", o.data_dir, "Directory with the IDX files")->capture_default_str();
   app.add_flag("--plain-loop", o.plain_loop,
                "Batch with a hand-written loop instead of zeus::DataLoader (no energy "

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
@@ -53,16 +54,8 @@ class TempFile {
 }  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
-  std::filesystem::path dir = path.parent_path();
-  if (dir.empty()) {
-    dir = ".";
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw IoError(fmt::format("cannot create directory '{}' for '{}': {}", dir.string(),
-                              path.string(), ec.message()));
-  }
+  const std::filesystem::path dir = directory_of(path);
+  make_directory(dir, fmt::format("directory of '{}'", path.filename().string()));
   // fmt, not "." + string: GCC 12 at -O3 reports a false -Wrestrict inside operator+ (bug 105329).
   TempFile tmp((dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string());
   tmp.write_all(content);

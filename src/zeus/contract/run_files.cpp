@@ -165,6 +165,34 @@ std::vector<std::pair<int64_t, double>> read_power_log(const std::filesystem::pa
   return samples;
 }
 
+namespace {
+constexpr std::string_view kProcessJournalPrefix = "gplo-";
+constexpr std::string_view kJournalSuffix = ".journal";
+}  // namespace
+
+std::string process_journal_name(std::string_view host, int pid) {
+  return fmt::format("{}{}-{}{}", kProcessJournalPrefix, host, pid, kJournalSuffix);
+}
+
+bool is_process_journal_name(std::string_view file_name) {
+  return file_name.size() > kProcessJournalPrefix.size() + kJournalSuffix.size() &&
+         file_name.starts_with(kProcessJournalPrefix) && file_name.ends_with(kJournalSuffix);
+}
+
+std::vector<std::filesystem::path> list_process_journals(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> journals;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code type_ec;
+    if (entry.is_regular_file(type_ec) &&
+        is_process_journal_name(entry.path().filename().native())) {
+      journals.push_back(entry.path());
+    }
+  }
+  std::sort(journals.begin(), journals.end());
+  return journals;
+}
+
 std::filesystem::path run_journal_dir(const std::filesystem::path& log_dir,
                                       std::string_view run_key) {
   return log_dir / kRunJournalsDirName / run_key;

@@ -5,6 +5,7 @@
 //   {job_id}+bs{B}.train.json        a job's train result (contract/train_result.h)
 //   bs{B}+e{E}+gpu{G}.power.log      CSV `Time,Power` (UTC ns, mW) of GPU G in epoch E
 //   power-limits.journal             the limits node 0 must restore (node N: .node{N}.journal)
+//   gplo-{host}-{pid}.journal        the limits one Python optimizer process must restore
 //   tune.json, tune-tries.jsonl      `zeus tune`'s options and its history of tries
 //   .sim-node{N}-...state            the simulated GPUs' shared state (device/sim)
 #pragma once
@@ -47,6 +48,15 @@ std::optional<PowerLogName> parse_power_log_name(std::string_view file_name);
 inline constexpr std::string_view kJournalName = "power-limits.journal";
 std::string journal_name(int node_rank);
 std::optional<int> parse_journal_name(std::string_view file_name);
+
+// A process's own journal: the Python GlobalPowerLimitOptimizer's `gplo-<host>-<pid>.journal`
+// in ZEUS_JOURNAL_DIR (python/zeus_cpp/optimizer/power_limit.py writes the same name), one per
+// process, so that several optimizers of one node never share one. A launcher settles those
+// whose owner is gone in the directories it settles, as it settles the node journals.
+std::string process_journal_name(std::string_view host, int pid);
+bool is_process_journal_name(std::string_view file_name);
+// The process journals in `dir`, sorted (none when it has none or does not exist).
+std::vector<std::filesystem::path> list_process_journals(const std::filesystem::path& dir);
 
 // A launcher given no log dir (no --log-dir, no ZEUS_LOG_DIR) has its workers journal in a
 // directory of the run's own, DEFAULT_LOG_DIR/.journals/<run key>/, so that runs started at the

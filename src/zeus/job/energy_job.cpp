@@ -76,7 +76,8 @@ class EnergyJob::Impl {
                          trial_);
     }
     // After the service's grant: the power logs are named by the batch size the job runs at.
-    meter_ = std::make_unique<NodeMeter>(o_, *gpus_);
+    agree(coll_, "making the log directory",
+          [&] { meter_ = std::make_unique<NodeMeter>(o_, *gpus_); });
     core_.emplace(o_, ranks_, range_);
     progress_on_ = o_.progress_bar && ranks_.is_master();
     agree(coll_, "opening the Pushgateway", [&] {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
@@ -16,6 +17,7 @@
 #include "zeus/device/discovery.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/job/run_dirs.h"
 
 namespace zeus::job {
 namespace {
@@ -84,12 +86,14 @@ void NodeGpus::open_simulated() {
   so.clock = o_.sim_clock;
   so.gpu_count = std::max(so.gpu_count, ranks_.local_world_size);
   so.gpu_count_from_state = false;
+  std::string_view state_dir_role = "directory of the simulated GPUs' state (sim:<gpu>@PATH)";
   if (so.state_path.empty()) {
     // One state per node and spec, so that ranks share their GPUs' limits and energy.
     so.state_path = o_.log_dir / contract::sim_state_name(ranks_.node_rank, so.gpu_count,
                                                           so.gpu_model, o_.device);
+    state_dir_role = kLogDirRole;
   }
-  std::filesystem::create_directories(so.state_path.parent_path());
+  make_directory(directory_of(so.state_path), state_dir_role);
   auto sim = std::make_unique<device::sim::SimGpuSet>(std::move(so));
   sim_ = sim.get();
   gpus_ = std::move(sim);

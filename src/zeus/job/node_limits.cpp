@@ -2,11 +2,13 @@
 
 #include <filesystem>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
+#include "zeus/job/run_dirs.h"
 
 namespace zeus::job {
 
@@ -15,9 +17,12 @@ NodeLimits::NodeLimits(const ResolvedJobOptions& options, NodeGpus& gpus)
   if (!gpus_.owns_gpus()) {
     return;
   }
-  std::filesystem::create_directories(options.journal_dir);
   const auto journal = contract::journal_path(options.journal_dir, gpus_.ranks().node_rank);
   if (!measure_only_) {
+    // Made here, not at the first limit: a directory that cannot be made fails the job before
+    // training (the caller agrees), naming the path. Measuring only, nothing is journaled and
+    // no directory is made.
+    make_directory(options.journal_dir, kJournalDirRole);
     // The guard first restores what an earlier job left in the journal, then takes the GPUs.
     guard_ = std::make_unique<device::PowerLimitGuard>(
         *gpus_.gpu_set(), device::PowerLimitGuardOptions{.journal_path = journal});

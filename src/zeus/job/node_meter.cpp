@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <vector>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/power.h"
 #include "zeus/contract/run_files.h"
+#include "zeus/job/run_dirs.h"
 #include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
 
@@ -15,6 +17,9 @@ NodeMeter::NodeMeter(const ResolvedJobOptions& options, NodeGpus& gpus)
       global_batch_size_(options.global_batch_size),
       monitor_period_(options.monitor_period),
       gpus_(gpus) {
+  if (gpus_.owns_gpus() || gpus_.ranks().is_master()) {
+    make_directory(log_dir_, kLogDirRole);
+  }
   if (!gpus_.owns_gpus()) {
     return;
   }

@@ -18,7 +18,11 @@ class PowerMonitor;
 
 namespace zeus::job {
 
-// Contract: made on every rank after NodeGpus, used from one thread.
+// Contract: made on every rank after NodeGpus, used from one thread. Its construction makes the
+// job's log directory on the ranks that write there (the local master: the power logs; the
+// global master: the profile and the train result), so that a directory that cannot be made
+// fails the job before training, naming the path, not at the first profiling window; it may
+// throw, so the caller agrees on it.
 class NodeMeter {
  public:
   NodeMeter(const ResolvedJobOptions& options, NodeGpus& gpus);

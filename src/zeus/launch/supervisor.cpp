@@ -412,22 +412,10 @@ std::vector<std::filesystem::path> Supervisor::journal_dirs() const {
   return dirs;
 }
 
-// A run's own journal directory once it is settled and empty, and the other runs' likewise:
-// nothing is left behind in zeus_log/.journals/ but what still holds a journal.
-static void remove_empty_run_journal_dirs(const LaunchPlan& plan) {
-  if (!plan.run_journals_root) {
-    return;
-  }
-  std::error_code ec;
-  for (const auto& dir : contract::list_run_journal_dirs(*plan.run_journals_root)) {
-    std::filesystem::remove(dir, ec);  // only when empty
-  }
-  std::filesystem::remove(*plan.run_journals_root / contract::kRunJournalsDirName, ec);
-}
-
 int Supervisor::run() {
+  const std::vector<std::filesystem::path> made = missing_journal_dirs(plan_);
   const int code = run_attempts();
-  remove_empty_run_journal_dirs(plan_);
+  remove_empty_journal_dirs(plan_, made);
   return code;
 }
 

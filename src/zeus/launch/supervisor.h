@@ -62,9 +62,22 @@ class Supervisor {
   SupervisorIo io_;
 };
 
-// The journals of node `node_rank` under `dirs` whose owner is gone (or that a previous boot
-// wrote) are settled (device::settle_stale_journal), telling `say` what was done; those of a
-// live job or another host are left to them. Failures are said, not thrown.
+// The plan's journal directory and those of its parents that do not exist yet, deepest first:
+// made for the run's journals alone (a worker makes them when it first journals a limit).
+std::vector<std::filesystem::path> missing_journal_dirs(const LaunchPlan& plan);
+
+// Nothing is left where the user did not ask: the other runs' journal directories under
+// zeus_log/.journals/ once settled and empty, and what this run made for its journals alone
+// (`made`, from missing_journal_dirs before the run), once empty: a program that wrote its files
+// elsewhere leaves no empty zeus_log/ (or launcher's ZEUS_LOG_DIR) behind. Only empty directories
+// are removed: a journal still held, the program's own files and other runs' directories stay.
+void remove_empty_journal_dirs(const LaunchPlan& plan,
+                               const std::vector<std::filesystem::path>& made);
+
+// The journals under `dirs` (node `node_rank`'s, and the Python optimizers' process journals,
+// contract/run_files.h) whose owner is gone (or that a previous boot wrote) are settled
+// (device::settle_stale_journal), telling `say` what was done; those of a live job or another
+// host are left to them. Failures are said, not thrown.
 void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
                      const std::function<void(const std::string&)>& say);
 

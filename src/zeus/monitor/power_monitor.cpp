@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/posix.h"
@@ -54,6 +55,8 @@ PowerMonitor::PowerMonitor(device::GpuSet* gpus, PowerMonitorOptions options)
     }
     try {
       for (const auto& path : options_.csv_paths) {
+        make_directory(directory_of(path),
+                       fmt::format("directory of power log '{}'", path.filename().string()));
         UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         if (fd.get() < 0) {
           throw_posix_error("opening power log", path.string(), errno);
