@@ -109,9 +109,20 @@ TEST(PowerMonitor, RejectsBadOptionsWithoutCreatingFiles) {
   EXPECT_THROW(PowerMonitor(gpus.get(), options), ConfigError);
   EXPECT_FALSE(std::filesystem::exists(dir / "a.csv"));
   options.gpus = {0, 1};
-  options.csv_paths = {dir / "a.csv", dir / "missing/b.csv"};
-  EXPECT_THROW(PowerMonitor(gpus.get(), options), IoError);
+  // A missing directory is made (every level); one that cannot be (a file in the way) is an
+  // IoError naming the part in the way.
+  std::ofstream(dir / "in-the-way") << "x";
+  options.csv_paths = {dir / "a.csv", dir / "in-the-way/b.csv"};
+  try {
+    PowerMonitor monitor(gpus.get(), options);
+    ADD_FAILURE() << "a power log under a file was opened";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'" + (dir / "in-the-way").string() + "' is a file"));
+  }
   EXPECT_FALSE(std::filesystem::exists(dir / "a.csv")) << "no half-made output";
+  options.csv_paths = {dir / "a.csv", dir / "missing/deeper/b.csv"};
+  PowerMonitor made(gpus.get(), options);
+  EXPECT_TRUE(std::filesystem::exists(dir / "missing/deeper/b.csv"));
   EXPECT_THROW(PowerMonitor(nullptr, {}), ConfigError);
 }
 

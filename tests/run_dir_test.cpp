@@ -8,7 +8,6 @@
 // loader's and optimizer's in python/tests/test_run_dirs.py.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -116,7 +115,8 @@ TEST_P(RunDirMatrix, EveryFileWhereItWasAskedForAndNothingElsewhere) {
   }
   std::vector<std::string> program{ZEUS_EXAMPLE_PATH};
   for (const auto& list :
-       {test::quick_fashion_mnist_args(cell.gpu == Gpu::kNvml), l.program_args}) {
+       {test::quick_fashion_mnist_args(cell.gpu == Gpu::kNvml, world_of(cell.start)),
+        l.program_args}) {
     program.insert(program.end(), list.begin(), list.end());
   }
   const test::ProcessResult r = run_started(cell.start, l, program, test::quick_env(l));
@@ -177,7 +177,7 @@ TEST(RunDir, ALogDirThatCannotBeMadeStopsEveryRankBeforeTrainingNamingIt) {
   std::ofstream(l.work / "runs") << "a file where the log directory should go";
   test::FakeNvml nvml(test::two_a40s_at_280w());
   std::vector<std::string> program{ZEUS_EXAMPLE_PATH};
-  for (const auto& list : {test::quick_fashion_mnist_args(true), l.program_args}) {
+  for (const auto& list : {test::quick_fashion_mnist_args(true, 2), l.program_args}) {
     program.insert(program.end(), list.begin(), list.end());
   }
   const test::ProcessResult r = run_started(Start::kZeusRun2, l, program, test::quick_env(l));
@@ -211,8 +211,8 @@ TEST(RunDir, TheLauncherSettlesAPythonOptimizersJournalWhoseOwnerIsGone) {
   ASSERT_TRUE(holder.wait_for_output("ready", std::chrono::seconds(30)));
   ASSERT_EQ(nvml.limit_mw(0), 250'000);
   const test::ProcessResult r =
-      test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone",
-                         "--log-dir", dir.path().string(), "/bin/true"});
+      test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone", "--log-dir",
+                         dir.path().string(), "/bin/true"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("restored the power limits")) << r.err;
   EXPECT_THAT(r.err, HasSubstr(dead.string())) << r.err;

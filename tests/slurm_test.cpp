@@ -267,7 +267,7 @@ TEST_F(Slurm, SrunPutsTheRunsFilesWhereTheyWereAskedFor) {
         gpus.emplace(test::two_a40s_at_280w());
       }
       std::vector<std::string> argv{slurm_tool("srun"), "-N1", "-n2", ZEUS_EXAMPLE_PATH};
-      for (const auto& list : {test::quick_fashion_mnist_args(nvml), l.program_args}) {
+      for (const auto& list : {test::quick_fashion_mnist_args(nvml, 2), l.program_args}) {
         argv.insert(argv.end(), list.begin(), list.end());
       }
       auto env = test::quick_env(l);

@@ -195,11 +195,11 @@ RunLayout run_layout(LogDirWay way, const fs::path& root) {
   return l;
 }
 
-std::vector<std::string> quick_fashion_mnist_args(bool nvml) {
-  // 1536 samples in batches of 32 per rank: 24 steps or more per rank, enough to profile the 5
-  // (A40) or 7 (V100) limits of 1 + 2 iterations each in the first and only epoch.
-  return {"--epochs",          "1",   "--limit-train", "1536",
-          "--limit-test",      "512", "--batch-size",  "32",
+std::vector<std::string> quick_fashion_mnist_args(bool nvml, int world_size) {
+  // 24 steps of 32 samples per rank: enough to profile the 5 (A40) or 7 (V100) limits of 1 + 2
+  // iterations each in the first and only epoch.
+  return {"--epochs",          "1",   "--limit-train", std::to_string(768 * world_size),
+          "--limit-test",      "256", "--batch-size",  "32",
           "--target-accuracy", "0.1", "--device",      nvml ? "nvml" : "sim:v100"};
 }
 

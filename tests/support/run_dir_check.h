@@ -38,8 +38,8 @@ struct RunLayout {
 RunLayout run_layout(LogDirWay way, const std::filesystem::path& root);
 
 // examples/fashion_mnist's flags for one quick epoch that profiles every limit of the fake A40s
-// (nvml) or the simulated V100s with ZEUS_PROFILE_PARAMS=1,2 (on 1 or 2 ranks).
-std::vector<std::string> quick_fashion_mnist_args(bool nvml);
+// (nvml) or the simulated V100s with ZEUS_PROFILE_PARAMS=1,2, on `world_size` ranks.
+std::vector<std::string> quick_fashion_mnist_args(bool nvml, int world_size);
 // The environment of such a run, with the layout's.
 std::map<std::string, std::string> quick_env(const RunLayout& layout);
 
