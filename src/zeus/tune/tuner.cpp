@@ -12,7 +12,6 @@
 #include <ostream>
 
 #include "zeus/common/atomic_file.h"
-#include "zeus/common/directories.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
@@ -283,7 +282,7 @@ std::string fmt_threshold(double t) {
 TuneOutcome run_tune(const TuneOptions& o, std::ostream& out) {
   validate(o);
   {
-    make_directory(o.log_dir, "log directory of `zeus tune` (--log-dir)");
+    fs::create_directories(o.log_dir);
     const fs::path options_path = o.log_dir / contract::kTuneOptionsName;
     const fs::path tries_path = o.log_dir / contract::kTuneTriesName;
     const json options = options_json(o);
