@@ -17,6 +17,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/posix.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_guard.h"
@@ -302,6 +303,19 @@ void bind_device(py::module_& m) {
   m.def(
       "settle_stale_journal",
       [](const std::string& path) { return device::settle_stale_journal(path); }, py::arg("path"));
+  // The run contract's names for an optimizer's own journal, so that the launcher settling them
+  // (launch/journals.cpp) and the optimizer writing them agree by construction.
+  m.def("process_journal_name", &contract::process_journal_name, py::arg("host"), py::arg("pid"));
+  m.def(
+      "list_process_journals",
+      [](const std::string& dir) {
+        std::vector<std::string> paths;
+        for (const auto& path : contract::list_process_journals(dir)) {
+          paths.push_back(path.string());
+        }
+        return paths;
+      },
+      py::arg("dir"));
 }
 
 }  // namespace zeus::python

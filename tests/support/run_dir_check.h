@@ -62,8 +62,6 @@ struct RunDirExpectation {
   std::filesystem::path program_dir;
   // `zeus run --log-dir`: the launcher's per-rank logs (attempt_N/RANK/std{out,err}.log) only.
   std::optional<std::filesystem::path> launcher_dir;
-  // Directories the test made itself (the fake NVML's state, ...), left out of the walk.
-  std::vector<std::filesystem::path> ignored;
   int world_size = 1;
   // A job that ran to its end: one train result, one power profile of the same global batch
   // size, a power log of every GPU of the world in each epoch. A job that was killed: no result
@@ -76,7 +74,8 @@ struct RunDirExpectation {
 // anywhere: a run that ended, whichever way, leaves its limits restored and its journals settled.
 std::vector<std::string> run_dir_problems(const RunDirExpectation& expected);
 
-// The regular files under `dir`, recursively, relative to it, sorted: for failure messages.
+// Everything under `dir` (directories with a trailing '/'), relative to it, sorted: for failure
+// messages.
 std::string tree(const std::filesystem::path& dir);
 
 }  // namespace zeus::test

@@ -189,7 +189,8 @@ class GlobalPowerLimitOptimizer(Callback):
                     f"{directory.stat().st_uid}, not this user ({os.getuid()}); remove it, or "
                     "set XDG_RUNTIME_DIR or ZEUS_JOURNAL_DIR to a directory of yours")
             self._settle_stale_journals(directory)
-            journal = str(directory / f"gplo-{socket.gethostname()}-{os.getpid()}.journal")
+            journal = str(directory / _core.process_journal_name(socket.gethostname(),
+                                                                 os.getpid()))
             zeusd = self._gpus._gpus.through_zeusd
             if zeusd:
                 logger.info("power limits are set through %s, whose lease restores them when "
@@ -203,9 +204,9 @@ class GlobalPowerLimitOptimizer(Callback):
 
     @staticmethod
     def _settle_stale_journals(directory: Path) -> None:
-        for path in sorted(directory.glob("gplo-*.journal")):
+        for path in _core.list_process_journals(str(directory)):
             try:
-                done = _core.settle_stale_journal(str(path))
+                done = _core.settle_stale_journal(path)
                 if done:
                     logger.warning("%s", done)
             except _core.ConfigError:

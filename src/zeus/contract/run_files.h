@@ -50,7 +50,7 @@ std::string journal_name(int node_rank);
 std::optional<int> parse_journal_name(std::string_view file_name);
 
 // A process's own journal: the Python GlobalPowerLimitOptimizer's `gplo-<host>-<pid>.journal`
-// in ZEUS_JOURNAL_DIR (python/zeus_cpp/optimizer/power_limit.py writes the same name), one per
+// in ZEUS_JOURNAL_DIR (python/zeus_cpp/optimizer/power_limit.py names it through these), one per
 // process, so that several optimizers of one node never share one. A launcher settles those
 // whose owner is gone in the directories it settles, as it settles the node journals.
 std::string process_journal_name(std::string_view host, int pid);

@@ -19,8 +19,9 @@ void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_ra
                      const std::function<void(const std::string&)>& say) {
   std::vector<std::filesystem::path> journals;
   for (const auto& dir : dirs) {
-    if (std::error_code ec; std::filesystem::exists(contract::journal_path(dir, node_rank), ec)) {
-      journals.push_back(contract::journal_path(dir, node_rank));
+    auto node_journal = contract::journal_path(dir, node_rank);
+    if (std::error_code ec; std::filesystem::exists(node_journal, ec)) {
+      journals.push_back(std::move(node_journal));
     }
     // A Python optimizer's own (its watchdog usually restored them already; not when it was
     // killed with the worker's group).
