@@ -74,6 +74,8 @@ const std::vector<std::string> kNodeFamilies = {
     "zeus_gpu_power_throttle_seconds_total counter",
     "zeus_gpu_thermal_throttle_seconds_total counter",
     "zeus_gpu_limit_holder_info gauge",
+    "zeus_restore_failures_total counter",
+    "zeus_restores_pending gauge",
     "zeus_cpu_energy_joules_total counter",
     "zeus_dram_energy_joules_total counter",
     "zeus_exporter_read_errors_total counter",

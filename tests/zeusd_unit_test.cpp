@@ -9,6 +9,7 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/daemon/command_overrides.h"
+#include "zeus/daemon/lease_keeper.h"
 #include "zeus/daemon/leases.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
@@ -150,7 +151,43 @@ TEST(ZeusdLeases, TheFirstOriginalComesBackWhenTheLastHolderEnds) {
   ASSERT_EQ(freed.size(), 1u);
   EXPECT_EQ(freed[0].original, 300'000);
   EXPECT_EQ(freed[0].holders, (std::vector<Holder>{{1000, 11, 1011}})) << "the last holder";
+  EXPECT_EQ(book.pending().size(), 1u);
+  book.restored(0, Setting::kPowerLimit);
   EXPECT_TRUE(book.empty());
+}
+
+TEST(ZeusdLeases, AReleasedLeaseStaysPendingUntilItsRestoreReadsBack) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  ASSERT_EQ(book.release(Holder{1000, 10, 1010}).size(), 1u);
+  ASSERT_EQ(book.pending().size(), 1u) << "a failed restore must not lose the lease";
+  EXPECT_TRUE(book.holders().empty()) << "a pending lease's holder ended: nothing to watch";
+  EXPECT_TRUE(book.release(Holder{1000, 10, 1010}).empty()) << "released once only";
+  EXPECT_TRUE(book.conflict(user(1001, 20), 0)) << "another uid waits for the restore";
+  const LeaseBook back = LeaseBook::from_json(book.to_json(), "test");
+  EXPECT_EQ(back.pending().size(), 1u) << "pending survives a restart of the daemon";
+  book.restored(0, Setting::kPowerLimit);
+  EXPECT_TRUE(book.empty());
+}
+
+TEST(ZeusdLeases, ANewProcessOfTheUidTakesOverAPendingLeaseWithItsFirstOriginal) {
+  LeaseBook book;
+  book.acquire(user(1000, 10), 0, Setting::kPowerLimit, 300'000);
+  book.release(Holder{1000, 10, 1010});
+  EXPECT_TRUE(book.acquire(user(1000, 11), 0, Setting::kPowerLimit, 200'000));
+  EXPECT_TRUE(book.pending().empty());
+  ASSERT_EQ(book.leases().size(), 1u);
+  EXPECT_EQ(book.leases()[0].original, 300'000);
+  EXPECT_EQ(book.leases()[0].holders, (std::vector<Holder>{{1000, 11, 1011}}));
+}
+
+TEST(ZeusdLeases, RetriesBackOffFromHalfASecondToTenSeconds) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(LeaseKeeper::retry_delay(1), milliseconds(500));
+  EXPECT_EQ(LeaseKeeper::retry_delay(2), milliseconds(1000));
+  EXPECT_EQ(LeaseKeeper::retry_delay(5), milliseconds(8000));
+  EXPECT_EQ(LeaseKeeper::retry_delay(6), milliseconds(10'000));
+  EXPECT_EQ(LeaseKeeper::retry_delay(1000), milliseconds(10'000));
 }
 
 TEST(ZeusdLeases, APidReusedByAnotherProcessIsNotTheHolder) {

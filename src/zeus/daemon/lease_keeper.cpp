@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -65,6 +66,7 @@ LeaseKeeper::LeaseKeeper(GpuControl& gpus, LeaseKeeperOptions options)
                   options_.journal_path.string(), book_.leases().size(), book_.holders().size());
     std::lock_guard lock(mu_);
     release_ended();  // what died while no daemon watched
+    retry_due();      // what an earlier daemon could not restore
   }
   watcher_ = std::thread([this] { watch_loop(); });
 }
@@ -97,6 +99,15 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
                          const std::function<void()>& apply) {
   std::lock_guard lock(mu_);
   if (const auto holder = book_.conflict(actor, gpu)) {
+    for (const Lease& l : book_.pending()) {
+      if (l.gpu == gpu && l.holders.back() == *holder) {
+        throw LeaseConflict(fmt::format(
+            "GPU {}: the {} that uid {} (pid {}, ended) changed is not restored yet (the "
+            "restore failed and is retried; see zeusd's log); use another GPU, or ask an "
+            "administrator",
+            gpu, setting_name(l.setting), holder->uid, holder->pid));
+      }
+    }
     throw LeaseConflict(fmt::format(
         "GPU {} is held by uid {} (pid {}), which changed it; it is free again when that "
         "process ends. Use another GPU, or ask an administrator",
@@ -125,7 +136,8 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
     acquired = book_.acquire(actor, gpu, setting, original);
   }
   if (!ended.empty() || acquired) {
-    write_journal();  // before the change: a crash after it still finds the lease
+    retries_.erase({gpu, setting});  // an admin ended a pending restore, or a holder took it over
+    write_journal();                 // before the change: a crash after it still finds the lease
   }
   try {
     apply();
@@ -167,27 +179,54 @@ std::vector<Lease> LeaseKeeper::leases() const {
   return book_.leases();
 }
 
-void LeaseKeeper::restore(const Lease& lease, const std::string& why) {
-  // One audit line per restore: the holders (one uid, one or more processes, the last to end
+std::chrono::milliseconds LeaseKeeper::retry_delay(int failures) {
+  constexpr std::chrono::milliseconds kFirst{500};
+  constexpr std::chrono::milliseconds kCap{10'000};
+  const int doublings = std::clamp(failures - 1, 0, 10);
+  return std::min(kCap, kFirst * (1 << doublings));
+}
+
+uint64_t LeaseKeeper::pending_restores() const {
+  std::lock_guard lock(mu_);
+  return book_.pending().size();
+}
+
+bool LeaseKeeper::restore(const Lease& lease, const std::string& why) {
+  // One audit line per attempt: the holders (one uid, one or more processes, the last to end
   // first in the list's end), the GPU, the value it had and the value it goes back to.
   nlohmann::json pids = nlohmann::json::array();
   for (const Holder& h : lease.holders) {
     pids.push_back(h.pid);
   }
   const Holder& last = lease.holders.back();
+  const auto key = std::make_pair(lease.gpu, lease.setting);
   std::string old_value;
   std::string value;
   try {
     switch (lease.setting) {
-      case Setting::kPowerLimit:
+      case Setting::kPowerLimit: {
         old_value = std::to_string(gpus_.power_limit_mw(lease.gpu));
         gpus_.set_power_limit_mw(lease.gpu, static_cast<uint32_t>(lease.original));
         value = std::to_string(lease.original);
+        const uint32_t now_mw = gpus_.power_limit_mw(lease.gpu);
+        if (now_mw != lease.original) {
+          throw DeviceError(
+              fmt::format("GPU {} reads back a power limit of {} mW after the restore "
+                          "to {} mW",
+                          lease.gpu, now_mw, lease.original));
+        }
         break;
+      }
       case Setting::kPersistenceMode:
         old_value = gpus_.persistence_mode(lease.gpu) ? "1" : "0";
         gpus_.set_persistence_mode(lease.gpu, lease.original != 0);
         value = std::to_string(lease.original);
+        if (gpus_.persistence_mode(lease.gpu) != (lease.original != 0)) {
+          throw DeviceError(
+              fmt::format("GPU {} reads back another persistence mode after the "
+                          "restore to {}",
+                          lease.gpu, lease.original));
+        }
         break;
       case Setting::kGpuLockedClocks:
         gpus_.reset_gpu_locked_clocks(lease.gpu);
@@ -199,8 +238,17 @@ void LeaseKeeper::restore(const Lease& lease, const std::string& why) {
         break;
     }
   } catch (const std::exception& e) {
-    logger().error("zeusd: cannot restore {} of GPU {}: {}", setting_name(lease.setting), lease.gpu,
-                   e.what());
+    Retry& retry = retries_[key];
+    ++retry.failures;
+    retry.gone = dynamic_cast<const DeviceLost*>(&e) != nullptr;
+    retry.next = std::chrono::steady_clock::now() + retry_delay(retry.failures);
+    ++restore_failures_;
+    const std::string next =
+        retry.gone ? "the GPU is gone: kept in the journal for the next start of zeusd"
+                   : fmt::format("retried in {} ms", retry_delay(retry.failures).count());
+    logger().error("zeusd: cannot restore {} of GPU {} to {} (attempt {}): {}; {}",
+                   setting_name(lease.setting), lease.gpu, lease.original, retry.failures, e.what(),
+                   next);
     audit({{"event", "restore_failed"},
            {"uid", last.uid},
            {"pid", last.pid},
@@ -208,9 +256,12 @@ void LeaseKeeper::restore(const Lease& lease, const std::string& why) {
            {"gpu", lease.gpu},
            {"setting", setting_name(lease.setting)},
            {"new", std::to_string(lease.original)},
-           {"error", e.what()}});
-    return;
+           {"attempt", retry.failures},
+           {"error", e.what()},
+           {"next", next}});
+    return false;
   }
+  retries_.erase(key);
   ++restores_;
   audit({{"event", "restore"},
          {"uid", last.uid},
@@ -221,6 +272,33 @@ void LeaseKeeper::restore(const Lease& lease, const std::string& why) {
          {"old", old_value},
          {"new", value},
          {"why", why}});
+  return true;
+}
+
+std::optional<std::chrono::steady_clock::time_point> LeaseKeeper::retry_due() {
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> next;
+  bool changed = false;
+  for (const Lease& l : book_.pending()) {
+    const auto it = retries_.find({l.gpu, l.setting});
+    // No entry: pending in the journal of an earlier daemon, tried once at start.
+    if (it != retries_.end() && (it->second.gone || it->second.next > now)) {
+      if (!it->second.gone) {
+        next = next ? std::min(*next, it->second.next) : it->second.next;
+      }
+      continue;
+    }
+    if (restore(l, "retry of a restore that had failed")) {
+      book_.restored(l.gpu, l.setting);
+      changed = true;
+    } else if (const Retry& r = retries_[{l.gpu, l.setting}]; !r.gone) {
+      next = next ? std::min(*next, r.next) : r.next;
+    }
+  }
+  if (changed) {
+    write_journal();
+  }
+  return next;
 }
 
 void LeaseKeeper::write_journal() {
@@ -248,13 +326,22 @@ bool LeaseKeeper::release_ended() {
       continue;
     }
     any = true;
-    // Restored before the journal forgets the lease: a crash in between restores it again at
-    // the next start (restoring is idempotent); the other order could leave it lowered.
+    // The journal first records the lease as restore pending, then forgets it once the
+    // restore read its original back: a crash in between restores it again at the next start
+    // (restoring is idempotent), and a restore that failed is still there to retry.
     const std::vector<Lease> freed = book_.release(h);
-    for (const Lease& l : freed) {
-      restore(l, fmt::format("its last holder ({}) ended", describe(h)));
-    }
     write_journal();
+    bool restored = false;
+    for (const Lease& l : freed) {
+      retries_.erase({l.gpu, l.setting});
+      if (restore(l, fmt::format("its last holder ({}) ended", describe(h)))) {
+        book_.restored(l.gpu, l.setting);
+        restored = true;
+      }
+    }
+    if (restored) {
+      write_journal();
+    }
   }
   return any;
 }
@@ -266,9 +353,11 @@ void LeaseKeeper::watch_loop() {
   while (!stop_) {
     std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
     bool polling_needed = false;
+    std::optional<std::chrono::steady_clock::time_point> next_retry;
     {
       std::lock_guard lock(mu_);
       release_ended();
+      next_retry = retry_due();
       std::map<pid_t, std::unique_ptr<process::ProcessWatch>> next;
       for (const Holder& h : book_.holders()) {
         auto it = watches.find(h.pid);
@@ -291,7 +380,13 @@ void LeaseKeeper::watch_loop() {
         polling_needed = true;
       }
     }
-    ::poll(fds.data(), fds.size(), polling_needed ? 50 : 1000);
+    int timeout_ms = polling_needed ? 50 : 1000;
+    if (next_retry) {
+      const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *next_retry - std::chrono::steady_clock::now());
+      timeout_ms = std::clamp(static_cast<int>(until.count()) + 1, 0, timeout_ms);
+    }
+    ::poll(fds.data(), fds.size(), timeout_ms);
     uint64_t drained = 0;
     [[maybe_unused]] const ssize_t n = ::read(wake_fd_.get(), &drained, sizeof(drained));
   }

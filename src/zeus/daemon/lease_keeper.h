@@ -1,12 +1,16 @@
 // The lease book's shell: it journals each change before making it, watches every holder's
 // process, and puts a GPU back the moment its last holder ends (see Note [leases] in leases.h).
+// A restore that fails stays in the journal and is retried (Note [restore rule], docs/zeusd.md).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -55,10 +59,26 @@ class LeaseKeeper {
   std::vector<Lease> leases() const;
   // How many restores ran since start (tests and the bench wait on it).
   uint64_t restores() const { return restores_.load(); }
+  // How many restore attempts failed since start (zeus_restore_failures_total).
+  uint64_t restore_failures() const { return restore_failures_.load(); }
+  // How many leases wait for a restore that has not succeeded yet.
+  uint64_t pending_restores() const;
+
+  // The wait before the next attempt after `failures` failed ones: 0.5 s doubling, at most 10 s.
+  static std::chrono::milliseconds retry_delay(int failures);
 
  private:
+  struct Retry {
+    int failures = 0;
+    std::chrono::steady_clock::time_point next;
+    bool gone = false;  // the GPU is lost: kept for the next start, not retried in this one
+  };
   int64_t read_original(int gpu, Setting setting);
-  void restore(const Lease& lease, const std::string& why);
+  // Puts the lease's original back and reads it back; true when it did. A failure is logged,
+  // audited, counted and scheduled for a retry (never dropped).
+  bool restore(const Lease& lease, const std::string& why);
+  // Retries the pending restores that are due; returns when the next one is (or nullopt).
+  std::optional<std::chrono::steady_clock::time_point> retry_due();
   void write_journal();
   void audit(nlohmann::json entry);
   void watch_loop();
@@ -70,7 +90,9 @@ class LeaseKeeper {
   LeaseKeeperOptions options_;
   mutable std::mutex mu_;
   LeaseBook book_;
+  std::map<std::pair<int, Setting>, Retry> retries_;  // under mu_
   std::atomic<uint64_t> restores_{0};
+  std::atomic<uint64_t> restore_failures_{0};
   std::atomic<bool> stop_{false};
   UniqueFd wake_fd_;   // an eventfd: the book changed, or stop
   UniqueFd audit_fd_;  // the audit log, O_APPEND; -1 without one

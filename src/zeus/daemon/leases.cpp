@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/errors.h"
@@ -55,6 +56,10 @@ bool LeaseBook::acquire(const Actor& actor, int gpu, Setting setting, int64_t or
   if (it == leases_.end()) {
     leases_.push_back(Lease{gpu, setting, original, {}});
     it = std::prev(leases_.end());
+  } else if (it->restore_pending) {
+    // Taken over: the setting is still changed, so its first original is what goes back.
+    it->restore_pending = false;
+    it->holders.clear();
   }
   if (std::find(it->holders.begin(), it->holders.end(), *actor.process) != it->holders.end()) {
     return false;
@@ -77,22 +82,40 @@ std::vector<Lease> LeaseBook::end(int gpu, Setting setting) {
 
 std::vector<Lease> LeaseBook::release(const Holder& holder) {
   std::vector<Lease> freed;
-  std::erase_if(leases_, [&](Lease& l) {
+  for (Lease& l : leases_) {
+    if (l.restore_pending) {
+      continue;
+    }
     const size_t before = l.holders.size();
     std::erase(l.holders, holder);
     if (l.holders.empty() && before > 0) {
+      l.holders = {holder};
+      l.restore_pending = true;
       freed.push_back(l);
-      freed.back().holders = {holder};
-      return true;
     }
-    return false;
-  });
+  }
   return freed;
+}
+
+void LeaseBook::restored(int gpu, Setting setting) {
+  std::erase_if(leases_, [&](const Lease& l) {
+    return l.restore_pending && l.gpu == gpu && l.setting == setting;
+  });
+}
+
+std::vector<Lease> LeaseBook::pending() const {
+  std::vector<Lease> out;
+  std::copy_if(leases_.begin(), leases_.end(), std::back_inserter(out),
+               [](const Lease& l) { return l.restore_pending; });
+  return out;
 }
 
 std::vector<Holder> LeaseBook::holders() const {
   std::vector<Holder> out;
   for (const Lease& l : leases_) {
+    if (l.restore_pending) {
+      continue;
+    }
     for (const Holder& h : l.holders) {
       if (std::find(out.begin(), out.end(), h) == out.end()) {
         out.push_back(h);
@@ -112,7 +135,8 @@ nlohmann::json LeaseBook::to_json() const {
     leases.push_back({{"gpu", l.gpu},
                       {"setting", setting_name(l.setting)},
                       {"original", l.original},
-                      {"holders", std::move(holders)}});
+                      {"holders", std::move(holders)},
+                      {"restore_pending", l.restore_pending}});
   }
   return {{"version", kJournalVersion}, {"leases", std::move(leases)}};
 }
@@ -134,6 +158,8 @@ LeaseBook LeaseBook::from_json(const nlohmann::json& j, std::string_view where) 
                                        static_cast<pid_t>(json_int(h.at("pid"), "pid")),
                                        h.at("start_ticks").get<unsigned long long>()});
       }
+      // Absent in the journals of zeusd before the restore rule: none was pending then.
+      lease.restore_pending = l.value("restore_pending", false);
       if (lease.gpu < 0 || lease.holders.empty()) {
         throw ConfigError("a lease without a GPU or holders");
       }

@@ -8,6 +8,10 @@
 // Another non-root uid may not change a GPU that has a lease of a different uid (409). An admin
 // (root on the socket, or a token over TCP) is never leased: its change stays until changed
 // back, and it ends any lease on that (GPU, setting) (the admin decided the value now).
+// A lease whose last holder ended stays, restore pending, until a restore reads back its
+// original (retried, never dropped: Note [restore rule] in docs/zeusd.md); meanwhile it still
+// conflicts with other uids, and a new process of its uid that changes the setting takes it
+// over with its first original.
 #pragma once
 
 #include <sys/types.h>
@@ -52,6 +56,9 @@ struct Lease {
   // mode; unused for locked clocks (they go back by a reset: NVML cannot read them).
   int64_t original = 0;
   std::vector<Holder> holders;
+  // Its last holder ended and the restore has not yet read back `original` (Note [restore
+  // rule] in docs/zeusd.md): `holders` is that last holder, for the audit and for conflicts.
+  bool restore_pending = false;
 };
 
 class LeaseBook {
@@ -65,10 +72,15 @@ class LeaseBook {
   bool acquire(const Actor& actor, int gpu, Setting setting, int64_t original);
   // An admin changed (gpu, setting): the leases on it end without a restore. Returns them.
   std::vector<Lease> end(int gpu, Setting setting);
-  // `holder` ended: it leaves every lease; the leases left without holders are removed and
-  // returned, with `holder` (the last) as their one holder (their originals are what to restore).
+  // `holder` ended: it leaves every lease; the leases left without holders stay in the book,
+  // restore pending, with `holder` (the last) as their one holder, and are returned (their
+  // originals are what to restore). A lease leaves the book only through restored() or end().
   std::vector<Lease> release(const Holder& holder);
-  // Every distinct holder.
+  // The restore of (gpu, setting) read back its original: the pending lease leaves the book.
+  void restored(int gpu, Setting setting);
+  // The leases whose restore is pending (copies).
+  std::vector<Lease> pending() const;
+  // Every distinct holder of a lease that is not pending (the processes to watch).
   std::vector<Holder> holders() const;
   const std::vector<Lease>& leases() const { return leases_; }
   bool empty() const { return leases_.empty(); }

@@ -45,12 +45,18 @@ NodeMetrics::NodeMetrics(const MetricsOptions& options,
   sampler.holders = [&leases] {
     std::vector<metrics::LimitHolder> out;
     for (const Lease& lease : leases.leases()) {
+      if (lease.restore_pending) {
+        continue;  // its holder ended: zeus_restores_pending counts it
+      }
       for (const Holder& h : lease.holders) {
         out.push_back(metrics::LimitHolder{lease.gpu, std::string(setting_name(lease.setting)),
                                            h.pid, h.uid, job_of_process(h.pid)});
       }
     }
     return out;
+  };
+  sampler.restores = [&leases] {
+    return metrics::RestoreCounts{leases.restore_failures(), leases.pending_restores()};
   };
   sampler_ = std::make_unique<metrics::NodeSampler>(gpus_.get(), cpus, std::move(sampler));
   exporter::MetricsServerOptions server;

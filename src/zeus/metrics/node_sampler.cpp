@@ -224,8 +224,22 @@ std::vector<Family> NodeSampler::families() const {
                  MetricType::kCounter,
                  {}};
 
+  Family restore_failures{"zeus_restore_failures_total",
+                          "Restores of a changed GPU setting that failed (each is retried)",
+                          MetricType::kCounter,
+                          {}};
+  Family restores_pending{"zeus_restores_pending",
+                          "Changed GPU settings whose restore has not succeeded yet",
+                          MetricType::kGauge,
+                          {}};
+
   const std::vector<LimitHolder> holders =
       options_.holders ? options_.holders() : std::vector<LimitHolder>{};
+  if (options_.restores) {
+    const RestoreCounts counts = options_.restores();
+    restore_failures.add({{"host", options_.host}}, static_cast<double>(counts.failures));
+    restores_pending.add({{"host", options_.host}}, static_cast<double>(counts.pending));
+  }
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < gpu_state_.size(); ++i) {
     const GpuIdentity& id = gpus_->identity(static_cast<int>(i));
@@ -284,7 +298,8 @@ std::vector<Family> NodeSampler::families() const {
           std::move(g.limit_max),      std::move(g.temperature),
           std::move(g.sm_clock),       std::move(g.memory_clock),
           std::move(g.power_throttle), std::move(g.thermal_throttle),
-          std::move(g.holder),         std::move(g.up),
+          std::move(g.holder),         std::move(restore_failures),
+          std::move(restores_pending), std::move(g.up),
           std::move(cpu_energy),       std::move(dram_energy),
           std::move(errors),           std::move(samples),
           std::move(duration),         std::move(last_time),

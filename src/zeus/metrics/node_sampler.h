@@ -29,11 +29,20 @@ struct LimitHolder {
   std::string job;  // the holder's SLURM_JOB_ID or ZEUS_JOB_ID where readable, else ""
 };
 
+// Restores of changed settings: failed attempts since start, and those still to retry.
+struct RestoreCounts {
+  uint64_t failures = 0;
+  uint64_t pending = 0;
+};
+
 struct NodeSamplerOptions {
   std::chrono::milliseconds period{1000};
   std::string host;  // the `host` label; empty: this machine's hostname
   // Called at each scrape (from the scraping thread); empty: the holder family has no series.
   std::function<std::vector<LimitHolder>()> holders;
+  // zeusd's restores (Note [restore rule] in docs/zeusd.md), called at each scrape; empty: the
+  // families have no series.
+  std::function<RestoreCounts()> restores;
 };
 
 // Contract: `gpus` and `cpus` may be null (none of that kind) and must outlive the sampler.

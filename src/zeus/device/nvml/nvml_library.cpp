@@ -177,6 +177,7 @@ void check_nvml(const NvmlLibrary& lib, nvmlReturn_t rc, std::string_view functi
     case NVML_ERROR_FUNCTION_NOT_FOUND:
       throw NotSupported(base + "; this GPU or driver does not offer it");
     case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_NOT_FOUND:  // on a device call: the GPU left the bus
       throw DeviceLost(base + "; the GPU stopped answering: check `nvidia-smi` and the kernel log");
     case NVML_ERROR_INVALID_ARGUMENT:
       throw ConfigError(base);
