@@ -361,6 +361,7 @@ TEST(Zeusd, OverTcpOnlyAValidTokenWithTheScopeControls) {
   SharedDir dir;
   const fs::path key = dir / "key";
   std::ofstream(key) << "a signing key of this test";
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);  // zeusd refuses others'
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   ZeusdProcess daemon(
       dir, {"--mode", "tcp", "--tcp-bind-address", address, "--signing-key-path", key.string()});

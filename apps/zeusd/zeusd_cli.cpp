@@ -15,6 +15,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/secret_file.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/daemon/daemon.h"
 #include "zeus/daemon/token.h"
@@ -75,14 +76,7 @@ struct TokenFlags {
 
 // The HMAC key: the file's raw bytes, trailing newline included (as upstream).
 std::string read_key(const std::string& path) {
-  std::string key = read_file(path);
-  if (key.empty()) {
-    throw ConfigError(
-        fmt::format("signing key file {} is empty; write a random key into it (for example "
-                    "`head -c 32 /dev/urandom > {}`, mode 600)",
-                    path, path));
-  }
-  return key;
+  return read_secret_key_file(path, "signing key file");
 }
 
 daemon::DaemonOptions to_options(const ServeFlags& f) {

@@ -35,8 +35,8 @@ class TempFile {
 
   void write_all(std::string_view data) { zeus::write_all(fd_, data, "writing", path_); }
 
-  void commit(const std::filesystem::path& target) {
-    check_posix(::fchmod(fd_, 0644), "setting permissions of", path_);
+  void commit(const std::filesystem::path& target, unsigned mode) {
+    check_posix(::fchmod(fd_, static_cast<mode_t>(mode)), "setting permissions of", path_);
     check_posix(::fsync(fd_), "fsync of", path_);
     check_posix(::close(fd_), "closing", path_);
     fd_ = -1;
@@ -53,13 +53,13 @@ class TempFile {
 
 }  // namespace
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, unsigned mode) {
   const std::filesystem::path dir = directory_of(path);
   make_directory(dir, fmt::format("directory of '{}'", path.filename().string()));
   // fmt, not "." + string: GCC 12 at -O3 reports a false -Wrestrict inside operator+ (bug 105329).
   TempFile tmp((dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string());
   tmp.write_all(content);
-  tmp.commit(path);
+  tmp.commit(path, mode);
   // Persist the rename itself; a failure here leaves the data written, so only report it.
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {

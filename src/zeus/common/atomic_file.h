@@ -11,8 +11,10 @@ namespace zeus {
 // Writes `content` to `path` atomically: a temporary file in the same directory, fsync, rename
 // over `path`, fsync the directory. Creates missing parent directories. Throws IoError
 // (PermissionError when denied) naming the path; on failure `path` is untouched and the
-// temporary file is removed.
-void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+// temporary file is removed. `mode`: the file's permissions (0600 for what only its owner may
+// read).
+void write_file_atomic(const std::filesystem::path& path, std::string_view content,
+                       unsigned mode = 0644);
 
 // Appends `line` (which should end in '\n') with one O_APPEND write, then fsync, so a crash
 // leaves whole lines only. Creates the file. Throws IoError naming `what` and the path.

@@ -5,11 +5,15 @@
 
 #include <fstream>
 
+#include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 
 namespace zeus {
 
-std::string read_secret_file(const std::filesystem::path& path, const std::string& what) {
+namespace {
+
+// Refuses a file other users may read (or that is missing).
+void check_owner_only(const std::filesystem::path& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     throw ConfigError(
@@ -20,6 +24,24 @@ std::string read_secret_file(const std::filesystem::path& path, const std::strin
         fmt::format("{} {} has mode {:o}: other users can read the secret; chmod 600 it", what,
                     path.string(), st.st_mode & 07777));
   }
+}
+
+}  // namespace
+
+std::string read_secret_key_file(const std::filesystem::path& path, const std::string& what) {
+  check_owner_only(path, what);
+  std::string key = read_file(path);
+  if (key.empty()) {
+    throw ConfigError(fmt::format(
+        "{} {} is empty; write a random key into it (for example `head -c 32 /dev/urandom > {}`, "
+        "then chmod 600 it)",
+        what, path.string(), path.string()));
+  }
+  return key;
+}
+
+std::string read_secret_file(const std::filesystem::path& path, const std::string& what) {
+  check_owner_only(path, what);
   std::ifstream in(path);
   std::string secret;
   std::getline(in, secret);

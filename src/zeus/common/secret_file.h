@@ -11,4 +11,8 @@ namespace zeus {
 // others (the secret would be everyone's), or empty.
 std::string read_secret_file(const std::filesystem::path& path, const std::string& what);
 
+// The same checks for a binary key (zeusd's signing key): the whole file is the key, bytes as
+// they are. Throws ConfigError as read_secret_file does.
+std::string read_secret_key_file(const std::filesystem::path& path, const std::string& what);
+
 }  // namespace zeus

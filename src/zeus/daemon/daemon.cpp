@@ -90,7 +90,18 @@ std::unique_ptr<device::CpuSet> open_cpus(const DaemonOptions& o, std::string* w
 // The state directory: created 0700, and never one another user can write (its journal says
 // which settings to restore, so it is trusted input).
 void check_state_dir(const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
+  if (!std::filesystem::exists(dir)) {
+    // Every level made here is 0700 (the umask may only narrow it): the audit log and the
+    // journals say which uid changed what, for root's eyes.
+    const std::filesystem::path made = std::filesystem::absolute(dir);
+    std::filesystem::path level;
+    for (const auto& part : made) {
+      level /= part;
+      if (!std::filesystem::exists(level)) {
+        check_posix(::mkdir(level.c_str(), 0700), "mkdir", level.string());
+      }
+    }
+  }
   struct stat st {};
   check_posix(::stat(dir.c_str(), &st), "stat", dir.string());
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
@@ -99,6 +110,12 @@ void check_state_dir(const std::filesystem::path& dir) {
         "user (uid {}) and be writable by it alone (chown, then chmod 700), because its lease "
         "journal decides what is restored",
         dir.string(), st.st_uid, st.st_mode & 07777, ::geteuid()));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    logger().warn(
+        "zeusd: state directory {} has mode {:o}: other users can read its audit log and "
+        "journals (which uid changed which GPU); chmod 700 it",
+        dir.string(), st.st_mode & 07777);
   }
 }
 

@@ -238,7 +238,8 @@ void JobEnergyBook::save() const {
   for (const auto& [id, r] : records_) {
     jobs.push_back(to_json(r));
   }
-  write_file_atomic(options_.file, nlohmann::json{{"version", 1}, {"jobs", jobs}}.dump(1) + "\n");
+  write_file_atomic(options_.file, nlohmann::json{{"version", 1}, {"jobs", jobs}}.dump(1) + "\n",
+                    0600);
 }
 
 }  // namespace zeus::daemon

@@ -35,11 +35,12 @@ int64_t wall_ms() {
 
 LeaseKeeper::LeaseKeeper(GpuControl& gpus, LeaseKeeperOptions options)
     : gpus_(gpus), options_(std::move(options)) {
+  gpu_mu_ = std::vector<std::mutex>(static_cast<size_t>(std::max(0, gpus_.count())));
   wake_fd_ = UniqueFd(
       check_posix(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd", "the lease watcher"));
   if (!options_.audit_path.empty()) {
     audit_fd_ = UniqueFd(check_posix(
-        ::open(options_.audit_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644),
+        ::open(options_.audit_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600),
         "open", options_.audit_path.string()));
   }
   if (std::filesystem::exists(options_.journal_path)) {
@@ -64,10 +65,8 @@ LeaseKeeper::LeaseKeeper(GpuControl& gpus, LeaseKeeperOptions options)
     }
     logger().info("zeusd: lease journal {}: {} lease(s) of {} process(es)",
                   options_.journal_path.string(), book_.leases().size(), book_.holders().size());
-    std::lock_guard lock(mu_);
-    release_ended();  // what died while no daemon watched
-    retry_due();      // what an earlier daemon could not restore
   }
+  settle();  // what ended while no daemon watched, and what an earlier daemon could not restore
   watcher_ = std::thread([this] { watch_loop(); });
 }
 
@@ -82,22 +81,7 @@ void LeaseKeeper::wake() {
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
 }
 
-int64_t LeaseKeeper::read_original(int gpu, Setting setting) {
-  switch (setting) {
-    case Setting::kPowerLimit:
-      return gpus_.power_limit_mw(gpu);
-    case Setting::kPersistenceMode:
-      return gpus_.persistence_mode(gpu) ? 1 : 0;
-    case Setting::kGpuLockedClocks:
-    case Setting::kMemLockedClocks:
-      return 0;  // restored by a reset
-  }
-  return 0;
-}
-
-void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std::string& new_value,
-                         const std::function<void()>& apply) {
-  std::lock_guard lock(mu_);
+void LeaseKeeper::check_may_change(const Actor& actor, int gpu) {
   if (const auto holder = book_.conflict(actor, gpu)) {
     for (const Lease& l : book_.pending()) {
       if (l.gpu == gpu && l.holders.back() == *holder) {
@@ -126,24 +110,54 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
           gpu, actor.uid));
     }
   }
-  const int64_t original = read_original(gpu, setting);
-  const LeaseBook before = book_;
+}
+
+int64_t LeaseKeeper::read_original(int gpu, Setting setting) {
+  switch (setting) {
+    case Setting::kPowerLimit:
+      return gpus_.power_limit_mw(gpu);
+    case Setting::kPersistenceMode:
+      return gpus_.persistence_mode(gpu) ? 1 : 0;
+    case Setting::kGpuLockedClocks:
+    case Setting::kMemLockedClocks:
+      return 0;  // restored by a reset
+  }
+  return 0;
+}
+
+void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std::string& new_value,
+                         const std::function<void()>& apply) {
+  // The GPU's lock orders its changes and restores; the book's lock is held only for the book
+  // and its journal, never while `apply` runs (a command override may take up to a minute, and
+  // every other GPU's clients must not wait for it).
+  std::lock_guard gpu_lock(gpu_mu_.at(static_cast<size_t>(gpu)));
+  int64_t original = 0;
+  std::vector<Lease> before;
   std::vector<Lease> ended;
   bool acquired = false;
-  if (actor.admin) {
-    ended = book_.end(gpu, setting);
-  } else if (actor.process) {
-    acquired = book_.acquire(actor, gpu, setting, original);
-  }
-  if (!ended.empty() || acquired) {
-    retries_.erase({gpu, setting});  // an admin ended a pending restore, or a holder took it over
-    write_journal();                 // before the change: a crash after it still finds the lease
+  {
+    std::lock_guard lock(mu_);
+    check_may_change(actor, gpu);
+    original = read_original(gpu, setting);
+    if (const auto lease = book_.find(gpu, setting)) {
+      before.push_back(*lease);
+    }
+    if (actor.admin) {
+      ended = book_.end(gpu, setting);
+    } else if (actor.process) {
+      acquired = book_.acquire(actor, gpu, setting, original);
+    }
+    if (!ended.empty() || acquired) {
+      retries_.erase({gpu, setting});  // an admin ended a pending restore, or a holder took it over
+      write_journal();                 // before the change: a crash after it still finds the lease
+    }
   }
   try {
     apply();
   } catch (...) {
-    book_ = before;
     if (!ended.empty() || acquired) {
+      std::lock_guard lock(mu_);
+      book_.put_back(gpu, setting, before);
       write_journal();
     }
     throw;
@@ -191,7 +205,69 @@ uint64_t LeaseKeeper::pending_restores() const {
   return book_.pending().size();
 }
 
-bool LeaseKeeper::restore(const Lease& lease, const std::string& why) {
+void LeaseKeeper::put_back(const Lease& lease, std::string& old_value, std::string& value) {
+  switch (lease.setting) {
+    case Setting::kPowerLimit: {
+      old_value = std::to_string(gpus_.power_limit_mw(lease.gpu));
+      gpus_.set_power_limit_mw(lease.gpu, static_cast<uint32_t>(lease.original));
+      value = std::to_string(lease.original);
+      const uint32_t now_mw = gpus_.power_limit_mw(lease.gpu);
+      if (now_mw != lease.original) {
+        throw DeviceError(
+            fmt::format("GPU {} reads back a power limit of {} mW after the restore to {} mW",
+                        lease.gpu, now_mw, lease.original));
+      }
+      break;
+    }
+    case Setting::kPersistenceMode:
+      old_value = gpus_.persistence_mode(lease.gpu) ? "1" : "0";
+      gpus_.set_persistence_mode(lease.gpu, lease.original != 0);
+      value = std::to_string(lease.original);
+      if (gpus_.persistence_mode(lease.gpu) != (lease.original != 0)) {
+        throw DeviceError(
+            fmt::format("GPU {} reads back another persistence mode after the restore to {}",
+                        lease.gpu, lease.original));
+      }
+      break;
+    case Setting::kGpuLockedClocks:
+      gpus_.reset_gpu_locked_clocks(lease.gpu);
+      value = "reset";
+      break;
+    case Setting::kMemLockedClocks:
+      gpus_.reset_mem_locked_clocks(lease.gpu);
+      value = "reset";
+      break;
+  }
+}
+
+void LeaseKeeper::attempt_restore(const Lease& lease) {
+  // Under the GPU's lock, and only while the book still waits for this restore: a new holder
+  // that took the lease over in between keeps its change.
+  std::lock_guard gpu_lock(gpu_mu_.at(static_cast<size_t>(lease.gpu)));
+  const auto key = std::make_pair(lease.gpu, lease.setting);
+  std::string why;
+  {
+    std::lock_guard lock(mu_);
+    const std::optional<Lease> now = book_.find(lease.gpu, lease.setting);
+    if (!now || !now->restore_pending || now->holders != lease.holders) {
+      return;
+    }
+    const auto it = retries_.find(key);
+    why = it == retries_.end()
+              ? fmt::format("its last holder ({}) ended", describe(lease.holders.back()))
+              : fmt::format("retry after {} failed attempt(s)", it->second.failures);
+  }
+  std::string old_value;
+  std::string value;
+  std::string error;
+  bool gone = false;
+  try {
+    put_back(lease, old_value, value);
+  } catch (const std::exception& e) {
+    error = e.what();
+    gone = dynamic_cast<const DeviceLost*>(&e) != nullptr;
+  }
+
   // One audit line per attempt: the holders (one uid, one or more processes, the last to end
   // first in the list's end), the GPU, the value it had and the value it goes back to.
   nlohmann::json pids = nlohmann::json::array();
@@ -199,110 +275,86 @@ bool LeaseKeeper::restore(const Lease& lease, const std::string& why) {
     pids.push_back(h.pid);
   }
   const Holder& last = lease.holders.back();
-  const auto key = std::make_pair(lease.gpu, lease.setting);
-  std::string old_value;
-  std::string value;
-  try {
-    switch (lease.setting) {
-      case Setting::kPowerLimit: {
-        old_value = std::to_string(gpus_.power_limit_mw(lease.gpu));
-        gpus_.set_power_limit_mw(lease.gpu, static_cast<uint32_t>(lease.original));
-        value = std::to_string(lease.original);
-        const uint32_t now_mw = gpus_.power_limit_mw(lease.gpu);
-        if (now_mw != lease.original) {
-          throw DeviceError(
-              fmt::format("GPU {} reads back a power limit of {} mW after the restore "
-                          "to {} mW",
-                          lease.gpu, now_mw, lease.original));
-        }
-        break;
-      }
-      case Setting::kPersistenceMode:
-        old_value = gpus_.persistence_mode(lease.gpu) ? "1" : "0";
-        gpus_.set_persistence_mode(lease.gpu, lease.original != 0);
-        value = std::to_string(lease.original);
-        if (gpus_.persistence_mode(lease.gpu) != (lease.original != 0)) {
-          throw DeviceError(
-              fmt::format("GPU {} reads back another persistence mode after the "
-                          "restore to {}",
-                          lease.gpu, lease.original));
-        }
-        break;
-      case Setting::kGpuLockedClocks:
-        gpus_.reset_gpu_locked_clocks(lease.gpu);
-        value = "reset";
-        break;
-      case Setting::kMemLockedClocks:
-        gpus_.reset_mem_locked_clocks(lease.gpu);
-        value = "reset";
-        break;
-    }
-  } catch (const std::exception& e) {
-    Retry& retry = retries_[key];
-    ++retry.failures;
-    retry.gone = dynamic_cast<const DeviceLost*>(&e) != nullptr;
-    retry.next = std::chrono::steady_clock::now() + retry_delay(retry.failures);
-    ++restore_failures_;
-    const std::string next =
-        retry.gone ? "the GPU is gone: kept in the journal for the next start of zeusd"
-                   : fmt::format("retried in {} ms", retry_delay(retry.failures).count());
-    logger().error("zeusd: cannot restore {} of GPU {} to {} (attempt {}): {}; {}",
-                   setting_name(lease.setting), lease.gpu, lease.original, retry.failures, e.what(),
-                   next);
-    audit({{"event", "restore_failed"},
+  std::lock_guard lock(mu_);
+  if (error.empty()) {
+    book_.restored(lease.gpu, lease.setting);
+    retries_.erase(key);
+    write_journal();
+    ++restores_;
+    audit({{"event", "restore"},
            {"uid", last.uid},
            {"pid", last.pid},
            {"pids", pids},
            {"gpu", lease.gpu},
            {"setting", setting_name(lease.setting)},
-           {"new", std::to_string(lease.original)},
-           {"attempt", retry.failures},
-           {"error", e.what()},
-           {"next", next}});
-    return false;
+           {"old", old_value},
+           {"new", value},
+           {"why", why}});
+    return;
   }
-  retries_.erase(key);
-  ++restores_;
-  audit({{"event", "restore"},
+  Retry& retry = retries_[key];
+  ++retry.failures;
+  retry.gone = gone;
+  retry.next = std::chrono::steady_clock::now() + retry_delay(retry.failures);
+  ++restore_failures_;
+  const std::string next =
+      gone ? "the GPU is gone: kept in the journal for the next start of zeusd"
+           : fmt::format("retried in {} ms", retry_delay(retry.failures).count());
+  logger().error("zeusd: cannot restore {} of GPU {} to {} (attempt {}): {}; {}",
+                 setting_name(lease.setting), lease.gpu, lease.original, retry.failures, error,
+                 next);
+  audit({{"event", "restore_failed"},
          {"uid", last.uid},
          {"pid", last.pid},
          {"pids", pids},
          {"gpu", lease.gpu},
          {"setting", setting_name(lease.setting)},
-         {"old", old_value},
-         {"new", value},
-         {"why", why}});
-  return true;
+         {"new", std::to_string(lease.original)},
+         {"attempt", retry.failures},
+         {"error", error},
+         {"next", next}});
 }
 
-std::optional<std::chrono::steady_clock::time_point> LeaseKeeper::retry_due() {
+std::vector<Lease> LeaseKeeper::due_restores() const {
   const auto now = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> next;
-  bool changed = false;
+  std::vector<Lease> due;
   for (const Lease& l : book_.pending()) {
+    // No entry: just released, or pending in an earlier daemon's journal: tried now.
     const auto it = retries_.find({l.gpu, l.setting});
-    // No entry: pending in the journal of an earlier daemon, tried once at start.
-    if (it != retries_.end() && (it->second.gone || it->second.next > now)) {
-      if (!it->second.gone) {
-        next = next ? std::min(*next, it->second.next) : it->second.next;
-      }
-      continue;
-    }
-    if (restore(l, "retry of a restore that had failed")) {
-      book_.restored(l.gpu, l.setting);
-      changed = true;
-    } else if (const Retry& r = retries_[{l.gpu, l.setting}]; !r.gone) {
-      next = next ? std::min(*next, r.next) : r.next;
+    if (it == retries_.end() || (!it->second.gone && it->second.next <= now)) {
+      due.push_back(l);
     }
   }
-  if (changed) {
-    write_journal();
+  return due;
+}
+
+std::optional<std::chrono::steady_clock::time_point> LeaseKeeper::next_retry() const {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const Lease& l : book_.pending()) {
+    const auto it = retries_.find({l.gpu, l.setting});
+    if (it != retries_.end() && !it->second.gone) {
+      next = next ? std::min(*next, it->second.next) : it->second.next;
+    }
   }
   return next;
 }
 
+std::optional<std::chrono::steady_clock::time_point> LeaseKeeper::settle() {
+  std::vector<Lease> due;
+  {
+    std::lock_guard lock(mu_);
+    release_ended();
+    due = due_restores();
+  }
+  for (const Lease& l : due) {
+    attempt_restore(l);
+  }
+  std::lock_guard lock(mu_);
+  return next_retry();
+}
+
 void LeaseKeeper::write_journal() {
-  write_file_atomic(options_.journal_path, book_.to_json().dump() + "\n");
+  write_file_atomic(options_.journal_path, book_.to_json().dump() + "\n", 0600);
 }
 
 void LeaseKeeper::audit(nlohmann::json entry) {
@@ -319,31 +371,23 @@ void LeaseKeeper::audit(nlohmann::json entry) {
   }
 }
 
-bool LeaseKeeper::release_ended() {
+void LeaseKeeper::release_ended() {
+  // The journal records the freed leases as restore pending before any restore: a crash in
+  // between restores them at the next start (restoring is idempotent), and a restore that fails
+  // is still there to retry. settle() restores them, outside this lock.
   bool any = false;
   for (const Holder& h : book_.holders()) {
     if (process_alive(h.pid, h.start_ticks)) {
       continue;
     }
-    any = true;
-    // The journal first records the lease as restore pending, then forgets it once the
-    // restore read its original back: a crash in between restores it again at the next start
-    // (restoring is idempotent), and a restore that failed is still there to retry.
-    const std::vector<Lease> freed = book_.release(h);
-    write_journal();
-    bool restored = false;
-    for (const Lease& l : freed) {
+    for (const Lease& l : book_.release(h)) {
       retries_.erase({l.gpu, l.setting});
-      if (restore(l, fmt::format("its last holder ({}) ended", describe(h)))) {
-        book_.restored(l.gpu, l.setting);
-        restored = true;
-      }
-    }
-    if (restored) {
-      write_journal();
+      any = true;
     }
   }
-  return any;
+  if (any) {
+    write_journal();
+  }
 }
 
 void LeaseKeeper::watch_loop() {
@@ -353,11 +397,9 @@ void LeaseKeeper::watch_loop() {
   while (!stop_) {
     std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
     bool polling_needed = false;
-    std::optional<std::chrono::steady_clock::time_point> next_retry;
+    const std::optional<std::chrono::steady_clock::time_point> retry_at = settle();
     {
       std::lock_guard lock(mu_);
-      release_ended();
-      next_retry = retry_due();
       std::map<pid_t, std::unique_ptr<process::ProcessWatch>> next;
       for (const Holder& h : book_.holders()) {
         auto it = watches.find(h.pid);
@@ -381,9 +423,9 @@ void LeaseKeeper::watch_loop() {
       }
     }
     int timeout_ms = polling_needed ? 50 : 1000;
-    if (next_retry) {
+    if (retry_at) {
       const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(
-          *next_retry - std::chrono::steady_clock::now());
+          *retry_at - std::chrono::steady_clock::now());
       timeout_ms = std::clamp(static_cast<int>(until.count()) + 1, 0, timeout_ms);
     }
     ::poll(fds.data(), fds.size(), timeout_ms);

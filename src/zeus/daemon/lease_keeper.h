@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/posix.h"
@@ -73,21 +74,31 @@ class LeaseKeeper {
     std::chrono::steady_clock::time_point next;
     bool gone = false;  // the GPU is lost: kept for the next start, not retried in this one
   };
+  // Throws LeaseConflict or PermissionError when `actor` may not change `gpu` (under mu_).
+  void check_may_change(const Actor& actor, int gpu);
   int64_t read_original(int gpu, Setting setting);
-  // Puts the lease's original back and reads it back; true when it did. A failure is logged,
-  // audited, counted and scheduled for a retry (never dropped).
-  bool restore(const Lease& lease, const std::string& why);
-  // Retries the pending restores that are due; returns when the next one is (or nullopt).
-  std::optional<std::chrono::steady_clock::time_point> retry_due();
+  // Sets the lease's original back and reads it back; throws when it cannot (no lock held).
+  void put_back(const Lease& lease, std::string& old_value, std::string& value);
+  // One restore attempt under the GPU's lock; the book and the retry schedule are updated, the
+  // attempt logged and audited (a failure counted and scheduled, never dropped).
+  void attempt_restore(const Lease& lease);
+  // Under mu_: the pending restores due now, and when the next later one is.
+  std::vector<Lease> due_restores() const;
+  std::optional<std::chrono::steady_clock::time_point> next_retry() const;
+  // Releases the ended holders and attempts every due restore; returns when the next retry is.
+  std::optional<std::chrono::steady_clock::time_point> settle();
   void write_journal();
   void audit(nlohmann::json entry);
   void watch_loop();
-  // Releases every holder that is gone; returns whether any was.
-  bool release_ended();
+  // Under mu_: every holder that is gone leaves the book; its leases become pending.
+  void release_ended();
   void wake();
 
   GpuControl& gpus_;
   LeaseKeeperOptions options_;
+  // Lock order: a GPU's, then mu_. The GPU's orders its changes and restores (held while NVML
+  // or an override command runs); mu_ guards the book, the journal and the retries only.
+  std::vector<std::mutex> gpu_mu_;
   mutable std::mutex mu_;
   LeaseBook book_;
   std::map<std::pair<int, Setting>, Retry> retries_;  // under mu_

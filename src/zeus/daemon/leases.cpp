@@ -103,6 +103,24 @@ void LeaseBook::restored(int gpu, Setting setting) {
   });
 }
 
+void LeaseBook::put_back(int gpu, Setting setting, const std::vector<Lease>& leases) {
+  std::erase_if(leases_, [&](const Lease& l) { return l.gpu == gpu && l.setting == setting; });
+  for (const Lease& l : leases) {
+    if (l.gpu == gpu && l.setting == setting) {
+      leases_.push_back(l);
+    }
+  }
+}
+
+std::optional<Lease> LeaseBook::find(int gpu, Setting setting) const {
+  for (const Lease& l : leases_) {
+    if (l.gpu == gpu && l.setting == setting) {
+      return l;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<Lease> LeaseBook::pending() const {
   std::vector<Lease> out;
   std::copy_if(leases_.begin(), leases_.end(), std::back_inserter(out),

@@ -78,6 +78,11 @@ class LeaseBook {
   std::vector<Lease> release(const Holder& holder);
   // The restore of (gpu, setting) read back its original: the pending lease leaves the book.
   void restored(int gpu, Setting setting);
+  // Replaces the leases on (gpu, setting) with `leases` (a change that failed puts back what
+  // was before it, leaving every other lease as it is now).
+  void put_back(int gpu, Setting setting, const std::vector<Lease>& leases);
+  // The lease on (gpu, setting), if any (a copy).
+  std::optional<Lease> find(int gpu, Setting setting) const;
   // The leases whose restore is pending (copies).
   std::vector<Lease> pending() const;
   // Every distinct holder of a lease that is not pending (the processes to watch).
