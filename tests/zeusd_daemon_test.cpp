@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "support/raw_connection.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/daemon/token.h"
 #include "zeusd_support.h"
@@ -36,51 +37,6 @@ std::string set_limit(int gpu, int64_t mw) {
 bool limit_becomes(const FakeNvml& nvml, int gpu, int64_t mw, seconds deadline = seconds(10)) {
   return eventually([&] { return nvml.limit_mw(gpu) == mw; }, deadline);
 }
-
-// One connection to a Unix socket: what a hand-rolled or hostile client does.
-class RawConnection {
- public:
-  explicit RawConnection(const fs::path& socket) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    const timeval tv{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  }
-  ~RawConnection() { ::close(fd_); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-  bool connected() const { return connected_; }
-  bool send(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Reads until `text` is in what came, EOF or 5 s of silence; all that came.
-  std::string read_until(const std::string& text) {
-    char buf[4096];
-    while (got_.find(text) == std::string::npos) {
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        break;
-      }
-      got_.append(buf, static_cast<size_t>(n));
-    }
-    return got_;
-  }
-  // True when the server closed this connection (EOF) within the receive timeout.
-  bool closed_by_server() {
-    char c;
-    return ::recv(fd_, &c, 1, 0) == 0;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string got_;
-};
 
 TEST(Zeusd, AnUnprivilegedJobSetsLimitsOnlyThroughTheDaemonAndTheyComeBackWhenItDies) {
   ZEUSD_SKIP_UNLESS_ROOT();
@@ -361,6 +317,7 @@ TEST(Zeusd, OverTcpOnlyAValidTokenWithTheScopeControls) {
   SharedDir dir;
   const fs::path key = dir / "key";
   std::ofstream(key) << "a signing key of this test";
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);  // zeusd refuses others'
   fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);  // zeusd refuses others'
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   ZeusdProcess daemon(

@@ -7,7 +7,10 @@
 
 #include <fstream>
 #include <future>
+#include <memory>
+#include <thread>
 
+#include "support/raw_connection.h"
 #include "zeusd_support.h"
 
 namespace zeus::test {
@@ -87,6 +90,78 @@ TEST(ZeusdPolicy, ASlowOverrideOnOneGpuDoesNotHoldUpAnother) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_THAT(slow.get().out, HasSubstr("status=200"));
   EXPECT_LT(fast_s, 2.5) << "GPU 1's change waited for GPU 0's command";
+}
+
+// Opens `n` connections to `socket` as `uid` and holds them, silent, until killed; "ready" once
+// the server accepted them (the ones over the cap are closed at once: still counted as tried).
+std::unique_ptr<Child> hold_connections(unsigned uid, const fs::path& socket, int n) {
+  const std::string script = fmt::format(
+      "import socket, sys, time\n"
+      "held = []\n"
+      "for _ in range({}):\n"
+      "    s = socket.socket(socket.AF_UNIX)\n"
+      "    s.connect('{}')\n"
+      "    held.append(s)\n"
+      "time.sleep(1)\n"
+      "print('ready', flush=True)\n"
+      "time.sleep(600)\n",
+      n, socket.string());
+  auto child =
+      std::make_unique<Child>(std::vector<std::string>{ZEUS_AS_UID_PATH, std::to_string(uid),
+                                                       "/usr/bin/python3", "-c", script},
+                              std::map<std::string, std::string>{});
+  EXPECT_TRUE(child->wait_for_output("ready", seconds(30)));
+  return child;
+}
+
+// One user holding 300 idle connections (more than the daemon's 256) does not lock another
+// out: its share is a quarter, and another user's request is answered within a second.
+TEST(ZeusdPolicy, OneUsersIdleConnectionsDoNotLockAnotherOut) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  if (!fs::exists("/usr/bin/python3")) {
+    GTEST_SKIP() << "/usr/bin/python3 is missing (Debian's python3 package)";
+  }
+  FakeNvml nvml(four_a40s(), false, {.permissive = false});
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  auto hog = hold_connections(kUserA, daemon.socket(), 300);
+  const auto start = std::chrono::steady_clock::now();
+  auto other = client_as(kUserB, daemon, {"GET", "/discover"}, false);
+  const ProcessResult r = other->wait();
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_THAT(r.out, HasSubstr("status=200")) << r.err;
+  EXPECT_LT(took_s, 1.0);
+  hog->kill(SIGKILL);
+  hog->wait();
+}
+
+// Event streams are exempt from the idle timeout, so they have caps of their own: a peer's
+// 33rd stream (a quarter of 128) is answered 429 naming it, while the others keep streaming.
+TEST(ZeusdPolicy, APeersStreamsAreCappedBelowTheTotal) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml(four_a40s(), false, {.permissive = false});
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  std::vector<std::unique_ptr<RawConnection>> streams;
+  for (int i = 0; i < 32; ++i) {
+    streams.push_back(std::make_unique<RawConnection>(daemon.socket()));
+    streams.back()->send("GET /gpu/stream_power?gpu_ids=0 HTTP/1.1\r\nHost: zeusd\r\n\r\n");
+    ASSERT_THAT(streams.back()->read_until("\r\n\r\n"), HasSubstr("200 OK")) << i;
+  }
+  RawConnection over(daemon.socket());
+  over.send("GET /gpu/stream_power?gpu_ids=0 HTTP/1.1\r\nHost: zeusd\r\n\r\n");
+  const std::string reply = over.read_until("}");
+  EXPECT_THAT(reply, HasSubstr("429"));
+  EXPECT_THAT(reply, HasSubstr("uid 0 has 32 event streams open"));
+  streams.pop_back();  // one closes: a slot is free again
+  EXPECT_TRUE(eventually(
+      [&] {
+        RawConnection again(daemon.socket());
+        again.send("GET /gpu/stream_power?gpu_ids=0 HTTP/1.1\r\nHost: zeusd\r\n\r\n");
+        return again.read_until("\r\n\r\n").find("200 OK") != std::string::npos;
+      },
+      seconds(5)));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "zeus/daemon/leases.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
+#include "zeus/http/peer_limits.h"
 
 namespace zeus::daemon {
 namespace {
@@ -227,6 +228,19 @@ TEST(ZeusdLeases, TheJournalRoundTripsAndRefusesWhatIsNotOne) {
   bad_setting["leases"][0]["setting"] = "fan_speed";
   EXPECT_THROW(LeaseBook::from_json(bad_setting, "j"), ConfigError);
   EXPECT_THROW(LeaseBook::from_json(nlohmann::json::array(), "j"), ConfigError);
+}
+
+TEST(HttpPeerLimits, APeerGetsItsCapAndOthersKeepTheirs) {
+  http::PeerLimits limits(2);
+  EXPECT_TRUE(limits.acquire("uid 1000"));
+  EXPECT_TRUE(limits.acquire("uid 1000"));
+  EXPECT_FALSE(limits.acquire("uid 1000")) << "its cap";
+  EXPECT_EQ(limits.held("uid 1000"), 2u) << "a refusal takes nothing";
+  EXPECT_TRUE(limits.acquire("uid 1001")) << "another peer is not affected";
+  limits.release("uid 1000");
+  EXPECT_TRUE(limits.acquire("uid 1000")) << "a slot given back is free again";
+  EXPECT_EQ(http::default_per_peer(256), 64u);
+  EXPECT_EQ(http::default_per_peer(2), 1u);
 }
 
 TEST(ZeusdOverrides, WordsSplitAsAShellSplitsThem) {

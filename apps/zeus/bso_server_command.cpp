@@ -52,7 +52,6 @@ int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, st
   server_options.tcp_address = fmt::format("{}:{}", options.host, options.port);
   server_options.max_body_bytes = options.max_body_bytes;
   server_options.max_connections = options.max_connections;
-  server_options.max_connections_per_address = options.max_connections;
   server_options.idle_timeout =
       std::chrono::duration_cast<std::chrono::seconds>(options.idle_timeout);
   std::unique_ptr<http::Server> server;

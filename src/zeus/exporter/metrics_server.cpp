@@ -67,7 +67,6 @@ MetricsServer::MetricsServer(const metrics::NodeSampler& sampler, MetricsServerO
   s.max_body_bytes = 0;
   s.max_header_count = 32;
   s.max_connections = options.max_connections;
-  s.max_connections_per_address = options.max_connections;
   s.idle_timeout = options.idle_timeout;
   server_ = std::make_unique<http::Server>(s, [&sampler, this](const http::Request& r) {
     return handle_metrics_request(sampler, token_, r);

@@ -15,11 +15,13 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/http/peer_limits.h"
 
 namespace zeus::http {
 
@@ -64,6 +66,8 @@ std::string status_text(int status) {
       return "Conflict";
     case 413:
       return "Content Too Large";
+    case 429:
+      return "Too Many Requests";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
@@ -89,6 +93,8 @@ struct StreamState {
   size_t offset = 0;
   int fd = -1;
   const std::atomic<bool>* stopping = nullptr;
+  // The stream slots it holds, given back when the library frees it.
+  std::function<void()> on_free;
 };
 
 bool peer_hung_up(int fd) {
@@ -124,22 +130,28 @@ ssize_t read_stream(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
 }
 
 void free_stream(void* cls) {
-  delete static_cast<StreamState*>(cls);
+  auto* state = static_cast<StreamState*>(cls);
+  if (state->on_free) {
+    state->on_free();
+  }
+  delete state;
 }
 
-MHD_Result queue(MHD_Connection* connection, Response response, const std::atomic<bool>& stopping) {
+MHD_Result queue(MHD_Connection* connection, Response response, const std::atomic<bool>& stopping,
+                 std::function<void()> on_stream_free = {}) {
   MHD_Response* r = nullptr;
   const bool streaming = response.stream != nullptr;
   if (streaming) {
     auto* state = new StreamState;
     state->stream = std::move(response.stream);
     state->stopping = &stopping;
+    state->on_free = std::move(on_stream_free);
     if (const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
       state->fd = info->connect_fd;
     }
     r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, state, free_stream);
     if (r == nullptr) {
-      delete state;
+      free_stream(state);
       return MHD_NO;
     }
     // A stream is silent until something changes: the idle timeout is not for it.
@@ -272,6 +284,75 @@ struct Server::Impl {
   int port = 0;
   MHD_Daemon* daemon = nullptr;
   std::atomic<bool> stopping{false};
+  std::unique_ptr<PeerLimits> connections;  // per peer
+  std::unique_ptr<PeerLimits> streams;      // per peer
+  std::unique_ptr<PeerLimits> all_streams;  // the total, as one peer ""
+
+  // A connection's peer, kept for its whole life (the library's socket context).
+  struct ConnectionSlot {
+    std::string peer;
+    bool counted = false;
+  };
+
+  static void on_connection(void* cls, MHD_Connection* connection, void** socket_context,
+                            MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<Impl*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      auto* slot = new ConnectionSlot;
+      *socket_context = slot;
+      const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (info == nullptr) {
+        return;
+      }
+      slot->peer = peer_of_socket(info->connect_fd);
+      slot->counted = self->connections->acquire(slot->peer);
+      if (!slot->counted) {
+        // Over its cap: closed before a byte is read, so it holds no thread for long and no
+        // other peer's slot.
+        if (self->connections->held(slot->peer) == self->connections->max_per_peer()) {
+          logger().warn("http: {} holds {} connections to {}, its cap: further ones are closed",
+                        slot->peer.empty() ? "a peer" : slot->peer,
+                        self->connections->max_per_peer(), self->address);
+        }
+        ::shutdown(info->connect_fd, SHUT_RDWR);
+      }
+      return;
+    }
+    auto* slot = static_cast<ConnectionSlot*>(*socket_context);
+    if (slot != nullptr) {
+      if (slot->counted) {
+        self->connections->release(slot->peer);
+      }
+      delete slot;
+      *socket_context = nullptr;
+    }
+  }
+
+  // Queues a response; a stream takes a slot of its peer's and of the total, or is answered 429.
+  MHD_Result queue_response(MHD_Connection* connection, Response response) {
+    if (response.stream == nullptr) {
+      return queue(connection, std::move(response), stopping);
+    }
+    std::string peer;
+    if (const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
+      peer = peer_of_socket(info->connect_fd);
+    }
+    if (!streams->acquire(peer)) {
+      return reply_error(connection, 429,
+                         fmt::format("{} has {} event streams open here, its cap; close one",
+                                     peer.empty() ? "this peer" : peer, streams->max_per_peer()));
+    }
+    if (!all_streams->acquire("")) {
+      streams->release(peer);
+      return reply_error(connection, 429,
+                         fmt::format("this server has {} event streams open, its cap; try later",
+                                     all_streams->max_per_peer()));
+    }
+    return queue(connection, std::move(response), stopping, [this, peer] {
+      streams->release(peer);
+      all_streams->release("");
+    });
+  }
 
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
                                const char* method, const char* /*version*/, const char* upload_data,
@@ -379,7 +460,7 @@ struct Server::Impl {
       logger().error("http: {} {} failed: {}", request.method, request.path, e.what());
       response = Response::json(500, nlohmann_free_error(e.what()));
     }
-    return queue(connection, std::move(response), stopping);
+    return queue_response(connection, std::move(response));
   }
 
   // {"error": text} without pulling a JSON library into the server.
@@ -418,15 +499,22 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
   // holds only its own. poll(), not select(): hundreds of connections exceed FD_SETSIZE's reach.
   const unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                          MHD_USE_POLL | MHD_USE_ERROR_LOG;
-  const unsigned per_address = unix_socket ? 0U : s.options.max_connections_per_address;
+  const auto per_peer = [](unsigned given, unsigned total) {
+    return given != 0 ? std::min(given, total) : default_per_peer(total);
+  };
+  s.connections = std::make_unique<PeerLimits>(
+      per_peer(s.options.max_connections_per_peer, s.options.max_connections));
+  s.streams =
+      std::make_unique<PeerLimits>(per_peer(s.options.max_streams_per_peer, s.options.max_streams));
+  s.all_streams = std::make_unique<PeerLimits>(s.options.max_streams);
   s.daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Impl::on_request, &s,                     //
       MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(s.listen_fd.get()),  //
       MHD_OPTION_CONNECTION_LIMIT, s.options.max_connections,                //
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,                       //
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(s.options.idle_timeout.count()),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, s.options.memory_limit_bytes,  //
       MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, &s,              //
+      MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, &s,            //
       MHD_OPTION_EXTERNAL_LOGGER, &Impl::on_log, &s,                     //
       MHD_OPTION_END);
   if (s.daemon == nullptr) {

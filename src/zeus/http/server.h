@@ -84,11 +84,17 @@ struct ServerOptions {
   size_t max_body_bytes = 64 * 1024;
   size_t max_header_count = 64;
   size_t memory_limit_bytes = 32 * 1024;
-  // Connections at once (further ones are closed at accept), per TCP client address, and how
-  // long a connection may stay silent (streams are exempt: they are silent between changes).
+  // Connections at once (further ones are closed at accept), and how long a connection may
+  // stay silent (streams are exempt: they are silent between changes, so they have caps of
+  // their own).
   unsigned max_connections = 256;
-  unsigned max_connections_per_address = 64;
   std::chrono::seconds idle_timeout{30};
+  unsigned max_streams = 128;
+  // Per peer (the uid on a Unix socket, the address on TCP: Note [peer policy] in
+  // docs/security.md): a connection over the cap is closed as soon as it is accepted, a stream
+  // over it answered 429. 0: a quarter of the total (at least 1).
+  unsigned max_connections_per_peer = 0;
+  unsigned max_streams_per_peer = 0;
 };
 
 // Serves until destroyed. Throws ConfigError for a bad address or a socket path in use by a
