@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -433,8 +434,16 @@ TEST(ZeusRun, ADeadSentinelIsNoticedAndReplaced) {
     }
     return found;
   };
+  // The guardian program, started by exec: a fork of the launcher (which runs threads by the
+  // time it replaces one) could deadlock in the child before it ever watched.
+  const auto runs_the_guardian = [](int pid) {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    return cmdline.find(std::string("__guardian") + '\0' + "--pipe-fd") != std::string::npos;
+  };
   const std::vector<int> first = sentinels();
   ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(runs_the_guardian(first[0]));
   ::kill(first[0], SIGKILL);
   ASSERT_TRUE(launcher.wait_for_output(
       fmt::format("the sentinel (pid {}) was killed by signal 9 (SIGKILL); started another",
@@ -443,6 +452,7 @@ TEST(ZeusRun, ADeadSentinelIsNoticedAndReplaced) {
   ASSERT_TRUE(
       test::eventually([&] { return sentinels().size() == 1 && sentinels()[0] != first[0]; },
                        std::chrono::seconds(10)));
+  EXPECT_TRUE(runs_the_guardian(sentinels()[0]));
   launcher.kill(SIGKILL);
   const auto r = launcher.wait();
   const int worker = std::stoi(by_rank(r.out).at(0).at("pid"));

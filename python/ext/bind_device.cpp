@@ -22,6 +22,7 @@
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
+#include "zeus/launch/guardian.h"
 #include "zeus/process/child.h"
 #include "zeus/process/watch.h"
 
@@ -196,59 +197,6 @@ class LimitKeeper {
   UniqueFd control_;
 };
 
-// The watchdog's body (zeus_cpp/_watchdog.py): watches `pid`; "D" on stdin means its limits are
-// back (exit); its end without that restores `journal` (when it still exists). Returns the exit
-// code.
-int watchdog_main(int pid, const std::string& journal) {
-  std::optional<process::ProcessWatch> watch;
-  try {
-    watch.emplace(pid);
-  } catch (const ConfigError&) {
-    // Gone before we looked: restore at once.
-  }
-  if (watch) {
-    write_all(STDOUT_FILENO, "ready\n", "the watchdog's ready line", "stdout");
-    bool stdin_open = true;
-    while (watch->alive()) {
-      std::vector<pollfd> fds;
-      if (watch->fd() >= 0) {
-        fds.push_back({watch->fd(), POLLIN, 0});
-      }
-      if (stdin_open) {
-        fds.push_back({STDIN_FILENO, POLLIN, 0});
-      }
-      ::poll(fds.data(), fds.size(), watch->fd() >= 0 ? -1 : 50);
-      for (const auto& p : fds) {
-        if (p.fd == STDIN_FILENO && (p.revents & (POLLIN | POLLHUP)) != 0) {
-          char buf[64];
-          const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-          if (n > 0 &&
-              std::string_view(buf, static_cast<size_t>(n)).find('D') != std::string_view::npos) {
-            return 0;
-          }
-          if (n <= 0) {
-            stdin_open = false;  // forks of the job may still hold it: watch the pid alone
-          }
-        }
-      }
-    }
-  }
-  if (!std::filesystem::exists(journal)) {
-    return 0;
-  }
-  try {
-    const auto report = device::restore_from_journal(journal);
-    for (const auto& line : report.lines) {
-      logger().warn("zeus_cpp watchdog: process {} ended without restoring: {}", pid, line);
-    }
-    return 0;
-  } catch (const std::exception& e) {
-    logger().error("zeus_cpp watchdog: restoring {} for process {} failed: {}", journal, pid,
-                   e.what());
-    return 1;
-  }
-}
-
 void bind_device(py::module_& m) {
   py::class_<Gpus, std::shared_ptr<Gpus>>(m, "Gpus")
       .def(py::init([](const std::string& locator, bool sim_virtual_clock) {
@@ -298,8 +246,14 @@ void bind_device(py::module_& m) {
       .def_property_readonly("originals", &LimitKeeper::originals)
       .def_property_readonly("watchdog_pid", &LimitKeeper::watchdog_pid);
 
-  m.def("watchdog_main", &watchdog_main, py::arg("pid"), py::arg("journal"),
-        py::call_guard<py::gil_scoped_release>());
+  // The watchdog (zeus_cpp/_watchdog.py) is the guardian program zeus run's sentinel is: one
+  // body, started by exec (Note [the guardian] in launch/guardian.h).
+  m.def(
+      "guardian_main",
+      [](const std::vector<std::string>& args) {
+        return launch::guardian_main(launch::parse_guardian_args(args));
+      },
+      py::arg("args"), py::call_guard<py::gil_scoped_release>());
   m.def(
       "settle_stale_journal",
       [](const std::string& path) { return device::settle_stale_journal(path); }, py::arg("path"));

@@ -15,6 +15,7 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/logging.h"
+#include "zeus/device/restore_rule.h"
 #include "zeus/process/watch.h"
 
 namespace zeus::daemon {
@@ -194,10 +195,7 @@ std::vector<Lease> LeaseKeeper::leases() const {
 }
 
 std::chrono::milliseconds LeaseKeeper::retry_delay(int failures) {
-  constexpr std::chrono::milliseconds kFirst{500};
-  constexpr std::chrono::milliseconds kCap{10'000};
-  const int doublings = std::clamp(failures - 1, 0, 10);
-  return std::min(kCap, kFirst * (1 << doublings));
+  return device::restore_retry_delay(failures);
 }
 
 uint64_t LeaseKeeper::pending_restores() const {
@@ -265,7 +263,7 @@ void LeaseKeeper::attempt_restore(const Lease& lease) {
     put_back(lease, old_value, value);
   } catch (const std::exception& e) {
     error = e.what();
-    gone = dynamic_cast<const DeviceLost*>(&e) != nullptr;
+    gone = device::restore_target_gone(e);
   }
 
   // One audit line per attempt: the holders (one uid, one or more processes, the last to end

@@ -1,6 +1,6 @@
 // The lease book's shell: it journals each change before making it, watches every holder's
 // process, and puts a GPU back the moment its last holder ends (see Note [leases] in leases.h).
-// A restore that fails stays in the journal and is retried (Note [restore rule], docs/zeusd.md).
+// A restore that fails stays in the journal and is retried (Note [restore rule], docs/security.md).
 #pragma once
 
 #include <atomic>

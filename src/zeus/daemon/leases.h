@@ -9,7 +9,7 @@
 // (root on the socket, or a token over TCP) is never leased: its change stays until changed
 // back, and it ends any lease on that (GPU, setting) (the admin decided the value now).
 // A lease whose last holder ended stays, restore pending, until a restore reads back its
-// original (retried, never dropped: Note [restore rule] in docs/zeusd.md); meanwhile it still
+// original (retried, never dropped: Note [restore rule] in docs/security.md); meanwhile it still
 // conflicts with other uids, and a new process of its uid that changes the setting takes it
 // over with its first original.
 #pragma once

@@ -11,6 +11,7 @@
 #include "zeus/common/json.h"
 #include "zeus/common/posix.h"
 #include "zeus/device/discovery.h"
+#include "zeus/device/restore_rule.h"
 
 namespace zeus::device {
 namespace {
@@ -88,6 +89,7 @@ RestoreReport restore_from_journal(const std::filesystem::path& path) {
     options.respect_visible_devices = false;
     const auto gpus = open_gpu_set(journal.locator, options);
     std::vector<std::string> failures;
+    bool retryable = false;  // a failure that a later attempt may get past (not a GPU gone)
     for (const auto& entry : journal.gpus) {
       int found = -1;
       for (int i = 0; i < gpus->count(); ++i) {
@@ -104,12 +106,24 @@ RestoreReport restore_from_journal(const std::filesystem::path& path) {
       try {
         const int64_t before = gpus->power_limit_mw(found);
         gpus->set_power_limit_mw(found, entry.limit_mw);
+        // The rule: an entry is back only when the GPU reads it back.
+        if (const int64_t now_mw = gpus->power_limit_mw(found); now_mw != entry.limit_mw) {
+          throw DeviceError(fmt::format("GPU {} ({}) reads back {} mW after the restore to {} mW",
+                                        entry.index, entry.uuid, now_mw, entry.limit_mw));
+        }
         report.lines.push_back(fmt::format("{} ({}): {} mW -> {} mW", entry.uuid, gpus->name(found),
                                            before, entry.limit_mw));
         ++report.restored;
       } catch (const Error& e) {
+        retryable = retryable || !restore_target_gone(e);
         failures.push_back(e.what());
       }
+    }
+    if (!failures.empty() && !retryable) {
+      throw DeviceLost(
+          fmt::format("restoring limits from '{}' (written by pid {} on {}) failed: {}; the "
+                      "journal is kept for when the GPUs are back",
+                      path.string(), journal.pid, journal.host, fmt::join(failures, "; ")));
     }
     if (!failures.empty()) {
       throw DeviceError(

@@ -11,12 +11,14 @@
 #include "zeus/contract/run_files.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
+#include "zeus/device/restore_rule.h"
 #include "zeus/launch/supervisor.h"
 
 namespace zeus::launch {
 
-void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
-                     const std::function<void(const std::string&)>& say) {
+int settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
+                    const std::function<void(const std::string&)>& say) {
+  int left = 0;
   std::vector<std::filesystem::path> journals;
   for (const auto& dir : dirs) {
     auto node_journal = contract::journal_path(dir, node_rank);
@@ -43,12 +45,14 @@ void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_ra
       if (std::error_code ec; !std::filesystem::exists(path, ec)) {
         continue;  // settled meanwhile by its owner's watchdog: nothing left to do
       }
+      left += device::restore_target_gone(e) ? 0 : 1;
       say(fmt::format(
           "could not restore the power limits in {}: {}; run `zeus restore-limits --journal {}` "
           "once the GPUs are reachable",
           path.string(), e.what(), path.string()));
     }
   }
+  return left;
 }
 
 std::vector<std::filesystem::path> missing_journal_dirs(const LaunchPlan& plan) {

@@ -20,21 +20,23 @@ struct SentinelOptions {
   int node_rank = 0;
   std::chrono::nanoseconds grace_period{};  // SIGTERM, then SIGKILL after this
   int err_fd = 2;                           // where it says what it did
+  // The program whose `__guardian` argument runs launch::guardian_main (the zeus CLI's main
+  // does): the launcher's own executable.
+  std::string program = "/proc/self/exe";
 };
 
-// Note [the sentinel]: forked when a run starts (the launcher is single-threaded then), in a
-// session of its own (a signal to the launcher's process group, or the terminal's Ctrl-C, does
-// not reach it), ignoring SIGINT, SIGTERM and SIGHUP. One pipe, the launcher writing:
-//   1. "G <pgid> <pgid> ...\n" once an attempt's workers started: their process groups;
-//   2. "D\n" when the run is over: the sentinel exits;
-//   3. end of file without "D": the launcher died. The workers got SIGTERM from their
-//      PR_SET_PDEATHSIG already (so a zeus::DataLoader's guard restores its limits); the
-//      sentinel sends every group SIGTERM too (reaching what the workers started), SIGKILL after
-//      the grace period, and then settles the node's power-limit journals as the launcher would
-//      have (launch::settle_journals).
+// Note [the sentinel]: the launcher's guardian (Note [the guardian] in guardian.h), started by
+// exec when a run starts and again whenever it died, in a session of its own (a signal to the
+// launcher's process group, or the terminal's Ctrl-C, does not reach it). One pipe, the
+// launcher writing "G <pgid> ...\n" once an attempt's workers started, "D\n" when the run is
+// over; end of file without "D": the launcher died. The workers got SIGTERM from their
+// PR_SET_PDEATHSIG already (so a zeus::DataLoader's guard restores its limits); the guardian
+// sends every group SIGTERM too (reaching what the workers started), SIGKILL after the grace
+// period, and then settles the node's power-limit journals as the launcher would have.
 // The sentinel is a process::Child of the launcher, reaped by it alone; check() notices one that
-// died (killed by hand, the OOM killer) and starts another, told the current groups.
-// Contract: one per run, used from the launcher's thread, forked while it is single-threaded.
+// died (killed by hand, the OOM killer) and starts another, told the current groups. Started by
+// exec, never by a bare fork: the launcher runs rendezvous threads by then.
+// Contract: one per run, used from the launcher's thread.
 class Sentinel {
  public:
   explicit Sentinel(SentinelOptions options);

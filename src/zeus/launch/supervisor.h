@@ -77,9 +77,10 @@ void remove_empty_journal_dirs(const LaunchPlan& plan,
 // The journals under `dirs` (node `node_rank`'s, and the Python optimizers' process journals,
 // contract/run_files.h) whose owner is gone (or that a previous boot wrote) are settled
 // (device::settle_stale_journal), telling `say` what was done; those of a live job or another
-// host are left to them. Failures are said, not thrown.
-void settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
-                     const std::function<void(const std::string&)>& say);
+// host are left to them. Failures are said, not thrown. Returns how many journals are left
+// that another attempt may restore (a GPU that is gone is not counted: Note [restore rule]).
+int settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
+                    const std::function<void(const std::string&)>& say);
 
 // "exited with code 3" / "was killed by signal 9 (SIGKILL)".
 std::string describe_exit(const WorkerExit& exit);

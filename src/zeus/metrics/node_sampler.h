@@ -40,7 +40,7 @@ struct NodeSamplerOptions {
   std::string host;  // the `host` label; empty: this machine's hostname
   // Called at each scrape (from the scraping thread); empty: the holder family has no series.
   std::function<std::vector<LimitHolder>()> holders;
-  // zeusd's restores (Note [restore rule] in docs/zeusd.md), called at each scrape; empty: the
+  // zeusd's restores (Note [restore rule] in docs/security.md), called at each scrape; empty: the
   // families have no series.
   std::function<RestoreCounts()> restores;
 };
