@@ -253,7 +253,7 @@ class BsoPostgres : public ::testing::Test {
   }
   void SetUp() override {
     if (server_ == nullptr) {
-      GTEST_SKIP() << "PostgreSQL cannot start here: " << why_not_;
+      ZEUS_SKIP_WITHOUT_SERVER("PostgreSQL cannot start here: " + why_not_);
     }
   }
   static PostgresServer* server_;

@@ -42,7 +42,7 @@ TEST(PrometheusScrape, SeesTheFakeGpusPowerLimitsAndAFailingGpu) {
   std::string why;
   auto prometheus = PrometheusServer::start({address}, why);
   if (!prometheus) {
-    GTEST_SKIP() << why;
+    ZEUS_SKIP_WITHOUT_SERVER(why);
   }
 
   auto power = prometheus->query_until_series("zeus_gpu_power_watts", seconds(20));

@@ -27,7 +27,7 @@ TEST(JobPush, TheJobsStateIsInThePushgatewayAfterEachEpochAndAtTheEnd) {
   std::string why;
   auto gateway = PushgatewayServer::start(why);
   if (!gateway) {
-    GTEST_SKIP() << why;
+    ZEUS_SKIP_WITHOUT_SERVER(why);
   }
   TempDir dir;
   job::JobOptions o = quick_sim_job(dir / "log");

@@ -60,7 +60,7 @@ class Slurm : public ::testing::Test {
   }
   void SetUp() override {
     if (!skip_.empty()) {
-      GTEST_SKIP() << skip_;
+      ZEUS_SKIP_WITHOUT_SERVER(skip_);
     }
   }
 

@@ -101,7 +101,7 @@ TEST(ZeusdMetrics, EveryDashboardQueryReturnsSeries) {
   std::string why;
   auto gateway = PushgatewayServer::start(why);
   if (!gateway) {
-    GTEST_SKIP() << why;
+    ZEUS_SKIP_WITHOUT_SERVER(why);
   }
   FakeNvml nvml(four_a40s(), false, {.permissive = false});
   for (int gpu = 0; gpu < 4; ++gpu) {
@@ -120,7 +120,7 @@ TEST(ZeusdMetrics, EveryDashboardQueryReturnsSeries) {
                 {"POST", "/gpu/set_power_limit?gpu_ids=0&block=true&power_limit_mw=200000"}, true);
   auto prometheus = PrometheusServer::start({address}, why, "", {gateway->url().substr(7)});
   if (!prometheus) {
-    GTEST_SKIP() << why;
+    ZEUS_SKIP_WITHOUT_SERVER(why);
   }
 
   // A job pushing its state: two epochs of three, then the third runs while Prometheus scrapes.

@@ -80,9 +80,9 @@ class EtcdCluster {
 }  // namespace zeus::test
 
 // In a TEST: skips it, saying why, where the cluster did not come up.
-#define ZEUS_SKIP_WITHOUT_ETCD(cluster)                           \
-  do {                                                            \
-    if (!(cluster).up()) {                                        \
-      GTEST_SKIP() << "no etcd cluster: " << (cluster).why_not(); \
-    }                                                             \
+#define ZEUS_SKIP_WITHOUT_ETCD(cluster)                                    \
+  do {                                                                     \
+    if (!(cluster).up()) {                                                 \
+      ZEUS_SKIP_WITHOUT_SERVER("no etcd cluster: " + (cluster).why_not()); \
+    }                                                                      \
   } while (0)

@@ -367,6 +367,16 @@ bool stopped_or_gone(int pid) {
   return true;
 }
 
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && (std::string_view(ci) == "true" || std::string_view(ci) == "1");
+}
+
+bool dead_or_zombie(int pid) {
+  const char state = proc_state("/proc/" + std::to_string(pid) + "/stat");
+  return state == '\0' || state == 'Z' || state == 'X';
+}
+
 std::string new_mark() {
   return std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
 }

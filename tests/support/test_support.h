@@ -15,6 +15,21 @@
 
 namespace zeus::test {
 
+// Whether the tests run in CI (CI=true, as .ci/run and hosted CI set it): there, a test whose
+// real server (Slurm, PostgreSQL, etcd, Prometheus, the Pushgateway) cannot start fails instead
+// of skipping, since CI installed them (scripts/install-deps.sh); on a developer's machine it
+// skips with the reason.
+bool in_ci();
+
+// In a TEST or SetUp: skips saying `why` (fails in CI, see in_ci()).
+#define ZEUS_SKIP_WITHOUT_SERVER(why)                                                             \
+  do {                                                                                            \
+    if (::zeus::test::in_ci()) {                                                                  \
+      FAIL() << (why) << " (CI=true: a server CI installed must start; scripts/install-deps.sh)"; \
+    }                                                                                             \
+    GTEST_SKIP() << (why);                                                                        \
+  } while (false)
+
 // A fresh directory under $TMPDIR, removed with its contents on destruction.
 class TempDir {
  public:
@@ -95,6 +110,9 @@ std::string new_mark();
 // Whether every thread of `pid` is stopped (SIGSTOP took effect: kill() only queues it, and a
 // thread on another core runs on for a moment), or the process is gone or a zombie.
 bool stopped_or_gone(int pid);
+// Whether `pid` has died (gone, or a zombie its stopped parent has not reaped): it can no longer
+// act.
+bool dead_or_zombie(int pid);
 
 // Polls `pred` every 20 ms until it holds or `timeout` passed; its last answer.
 bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout);
