@@ -1,18 +1,13 @@
 #include "zeus/bso_client/client.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include "zeus/common/errors.h"
+#include "zeus/http_client/client.h"
 
 namespace zeus::bso {
 
 namespace {
-
-size_t collect(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
 
 // A malformed answer is the service's fault, not the caller's: IoError, not the 422 the
 // parsers throw for a request.
@@ -41,53 +36,28 @@ BsoClient::BsoClient(BsoClientOptions options) : options_(std::move(options)) {
         "address `zeus bso-server` listens on, e.g. http://127.0.0.1:8000",
         options_.url));
   }
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (init != CURLE_OK || (curl_ = curl_easy_init()) == nullptr) {
-    throw InternalError("libcurl failed to initialize");
-  }
+  http_ = std::make_unique<http_client::Client>(http_client::ClientOptions{
+      .connect_timeout = options_.connect_timeout, .total_timeout = options_.request_timeout});
 }
 
-BsoClient::~BsoClient() {
-  curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
+BsoClient::~BsoClient() = default;
 
 BsoClient::Reply BsoClient::call(const char* method, const std::string& target,
                                  const std::string& body, const char* what) {
-  std::lock_guard lock(mu_);
-  CURL* c = static_cast<CURL*>(curl_);
-  curl_easy_reset(c);
-  Reply reply;
-  const std::string url = url_ + target;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  const std::string m(method);
-  if (m == "POST") {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-  } else if (m != "GET") {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  }
-  if (m != "GET") {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  }
-  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "Expect:");
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(options_.connect_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  const CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
+  http_client::Request request;
+  request.method = method;
+  request.url = url_ + target;
+  request.headers = {"Content-Type: application/json"};
+  request.body = body;
+  try {
+    http_client::Reply reply = http_->perform(request);
+    return Reply{reply.status, std::move(reply.body)};
+  } catch (const IoError& e) {
     throw IoError(fmt::format(
         "cannot reach the batch-size service at {} ({}): {}; check that `zeus bso-server` runs "
         "there and the URL (ZEUS_BSO_SERVER_URL, --server) is right",
-        url_, what, curl_easy_strerror(rc)));
+        url_, what, e.what()));
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
-  return reply;
 }
 
 std::string BsoClient::expect_ok(const Reply& r, const char* what) {
@@ -118,9 +88,8 @@ JobParams BsoClient::register_job(const JobSpecRequest& request) {
 }
 
 TrialGrant BsoClient::next_trial(const std::string& job_id) {
-  char* escaped = curl_easy_escape(nullptr, job_id.c_str(), static_cast<int>(job_id.size()));
-  const std::string target = fmt::format("/jobs/batch_size?job_id={}", escaped ? escaped : "");
-  curl_free(escaped);
+  const std::string target =
+      fmt::format("/jobs/batch_size?job_id={}", http_client::percent_encode(job_id));
   const Reply r = call("GET", target, "", "a batch size");
   const std::string body = expect_ok(r, "a batch size");
   return parse_answer(url_, "the batch-size request", body, parse_trial_grant);

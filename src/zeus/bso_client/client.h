@@ -5,10 +5,15 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "zeus/bso_client/wire.h"
+
+namespace zeus::http_client {
+class Client;
+}  // namespace zeus::http_client
 
 namespace zeus::bso {
 
@@ -53,8 +58,7 @@ class BsoClient {
 
   std::string url_;  // without a trailing '/'
   BsoClientOptions options_;
-  std::mutex mu_;
-  void* curl_ = nullptr;  // CURL*
+  std::unique_ptr<http_client::Client> http_;  // one connection, reused
 };
 
 }  // namespace zeus::bso

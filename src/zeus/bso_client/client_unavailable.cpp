@@ -4,6 +4,7 @@
 
 #include "zeus/bso_client/client.h"
 #include "zeus/common/errors.h"
+#include "zeus/http_client/client.h"
 
 namespace zeus::bso {
 

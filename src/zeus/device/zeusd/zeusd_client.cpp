@@ -1,21 +1,16 @@
 #include "zeus/device/zeusd/zeusd_client.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/http_client/client.h"
 
 namespace zeus::device::zeusd {
 
 namespace {
-
-size_t collect(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
 
 // The daemon's message from {"error": ...} or {"errors": {...}}, else the body as it is.
 std::string message_of(const std::string& body) {
@@ -38,59 +33,31 @@ std::string message_of(const std::string& body) {
 
 }  // namespace
 
-ZeusdClient::ZeusdClient(ZeusdEndpoint endpoint) : endpoint_(std::move(endpoint)) {
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (init != CURLE_OK || (curl_ = curl_easy_init()) == nullptr) {
-    throw InternalError("libcurl failed to initialize");
-  }
-}
+ZeusdClient::ZeusdClient(ZeusdEndpoint endpoint)
+    : endpoint_(std::move(endpoint)),
+      http_(std::make_unique<http_client::Client>(
+          http_client::ClientOptions{.unix_socket = endpoint_.socket_path})) {}
 
-ZeusdClient::~ZeusdClient() {
-  curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
+ZeusdClient::~ZeusdClient() = default;
 
 ZeusdReply ZeusdClient::request(std::string_view method, std::string_view target) {
-  std::lock_guard lock(mu_);
-  CURL* c = static_cast<CURL*>(curl_);
-  curl_easy_reset(c);
-  ZeusdReply reply;
-  const std::string url = endpoint_.socket_path.empty()
-                              ? fmt::format("http://{}{}", endpoint_.host_port, target)
-                              : fmt::format("http://localhost{}", target);
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  if (!endpoint_.socket_path.empty()) {
-    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, endpoint_.socket_path.c_str());
-  }
-  const std::string m(method);
-  if (m == "POST") {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-  } else if (m != "GET") {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, m.c_str());
-  }
-  curl_slist* headers = nullptr;
+  http_client::Request r;
+  r.method = std::string(method);
+  r.url = endpoint_.socket_path.empty() ? fmt::format("http://{}{}", endpoint_.host_port, target)
+                                        : fmt::format("http://localhost{}", target);
   if (!endpoint_.token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + endpoint_.token).c_str());
+    r.headers.push_back("Authorization: Bearer " + endpoint_.token);
   }
-  headers = curl_slist_append(headers, "Expect:");
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  const CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
+  try {
+    http_client::Reply reply = http_->perform(r);
+    return ZeusdReply{reply.status, std::move(reply.body)};
+  } catch (const IoError& e) {
     throw IoError(fmt::format(
-        "cannot reach {}: {}; check that zeusd runs (systemctl status zeusd) and that this user "
-        "may use its socket, or unset {} to set limits through NVML",
-        endpoint_.describe(), curl_easy_strerror(rc),
+        "{} ({}); check that zeusd runs (systemctl status zeusd) and that this user may use its "
+        "socket, or unset {} to set limits through NVML",
+        e.what(), endpoint_.describe(),
         endpoint_.socket_path.empty() ? kEnvZeusdHostPort.name : kEnvZeusdSockPath.name));
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
-  return reply;
 }
 
 void ZeusdClient::set_power_limit_mw(int nvml_index, int64_t limit_mw) {

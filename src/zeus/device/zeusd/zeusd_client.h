@@ -1,6 +1,7 @@
 // A client of the node daemon (zeusd, Zeus 0.16's wire API): how a job that is not root sets GPU
 // limits. Over libcurl, on the Unix socket (ZEUSD_SOCK_PATH) or TCP (ZEUSD_HOST_PORT with
-// ZEUSD_TOKEN), as upstream's Python client chooses. One connection is kept and reused.
+// ZEUSD_TOKEN), as upstream's Python client chooses, over the one HTTP client (bounded replies).
+// One connection is kept and reused.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+namespace zeus::http_client {
+class Client;
+}  // namespace zeus::http_client
 
 namespace zeus::device::zeusd {
 
@@ -53,8 +58,7 @@ class ZeusdClient {
 
  private:
   ZeusdEndpoint endpoint_;
-  std::mutex mu_;
-  void* curl_ = nullptr;  // CURL*, reused (its connection stays open)
+  std::unique_ptr<http_client::Client> http_;  // one connection, reused
 };
 
 }  // namespace zeus::device::zeusd

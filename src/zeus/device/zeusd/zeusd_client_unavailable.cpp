@@ -4,6 +4,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/device/zeusd/zeusd_client.h"
+#include "zeus/http_client/client.h"
 
 namespace zeus::device::zeusd {
 

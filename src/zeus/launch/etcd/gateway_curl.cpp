@@ -2,12 +2,15 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "zeus/common/base64.h"
+#include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/http_client/client.h"
 #include "zeus/launch/etcd/gateway.h"
 #include "zeus/launch/etcd/gateway_impl.h"
 
@@ -88,15 +91,6 @@ json op_json(const Op& op) {
   return {};
 }
 
-size_t append_body(char* data, size_t size, size_t n, void* out) {
-  auto* body = static_cast<std::string*>(out);
-  if (body->size() + size * n > kMaxResponseBytes) {
-    return 0;  // aborts the transfer: no answer of the rendezvous's comes near it
-  }
-  body->append(data, size * n);
-  return size * n;
-}
-
 }  // namespace
 
 KeyValue parse_kv(const json& j) {
@@ -142,15 +136,19 @@ std::string endpoint_url(const GatewayOptions& o, const std::string& endpoint,
 
 class Gateway::Impl {
  public:
-  explicit Impl(GatewayOptions o) : o_(std::move(o)), curl_(curl_easy_init()) {
+  explicit Impl(GatewayOptions o) : o_(std::move(o)) {
     if (o_.etcd.endpoints.empty()) {
       throw ConfigError("the etcd rendezvous needs at least one endpoint (--rdzv-endpoint)");
     }
-    if (curl_ == nullptr) {
-      throw InternalError("curl_easy_init failed");
-    }
+    http_ = std::make_unique<http_client::Client>(http_client::ClientOptions{
+        .connect_timeout =
+            std::chrono::milliseconds(std::min<int64_t>(o_.request_timeout.count(), 1000)),
+        .total_timeout = o_.request_timeout,
+        .max_body_bytes = kMaxResponseBytes,
+        .ca_file = o_.etcd.cacert,
+        .cert_file = o_.etcd.cert,
+        .key_file = o_.etcd.key});
   }
-  ~Impl() { curl_easy_cleanup(curl_); }
 
   // POSTs `body` to /v3/<path>, moving through the endpoints as the header says. A member that
   // answers that it cannot serve now (an election under way: "leader changed", "no leader") is
@@ -244,31 +242,23 @@ class Gateway::Impl {
   Attempt post_locked(const std::string& endpoint, const std::string& path,
                       const std::string& text) {
     Attempt a;
-    std::string response;
-    curl_easy_reset(curl_);
-    apply_common_options(curl_, o_);
-    const std::string url = endpoint_url(o_, endpoint, path);
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    http_client::Request request;
+    request.method = "POST";
+    request.url = endpoint_url(o_, endpoint, path);
+    request.headers = {"Content-Type: application/json"};
     if (!token_.empty()) {
-      headers = curl_slist_append(headers, fmt::format("Authorization: {}", token_).c_str());
+      request.headers.push_back(fmt::format("Authorization: {}", token_));
     }
-    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, text.c_str());
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE, static_cast<long>(text.size()));
-    curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(o_.request_timeout.count()));
-    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(std::min<int64_t>(o_.request_timeout.count(), 1000)));
-    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, append_body);
-    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response);
-    const CURLcode rc = curl_easy_perform(curl_);
-    curl_slist_free_all(headers);
-    if (rc != CURLE_OK) {
-      a.transport_error = curl_easy_strerror(rc);
+    request.body = text;
+    http_client::Reply reply;
+    try {
+      reply = http_->perform(request);
+    } catch (const Error& e) {
+      a.transport_error = e.what();
       return a;
     }
-    long status = 0;
-    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
+    const long status = reply.status;
+    const std::string& response = reply.body;
     a.body = json::parse(response, nullptr, /*allow_exceptions=*/false);
     if (a.body.is_discarded() || !a.body.is_object()) {
       a.transport_error = fmt::format("HTTP {} with a body that is not etcd's JSON: '{}'", status,
@@ -323,7 +313,7 @@ class Gateway::Impl {
   }
 
   GatewayOptions o_;
-  CURL* curl_;
+  std::unique_ptr<http_client::Client> http_;
   mutable std::mutex mu_;
   size_t current_ = 0;
   std::atomic<uint64_t> epoch_{0};
