@@ -37,10 +37,12 @@ test-python:
 	scripts/install-python.sh
 	ZEUS_BUILD_DIR=$(BUILD_DIR) .venv-py/bin/python -m pytest $(PYTEST_FLAGS) python/tests
 
-# The same suite against the second supported libtorch: PyTorch's wheel (2.x, CUDA + NCCL),
+# The suites that depend on libtorch (ctest label `torch`, and the loader cases of the zeusd and
+# batch-size suites) against the second supported libtorch: PyTorch's wheel (2.x, CUDA + NCCL),
 # installed into .venv-torch by scripts/install-torch.sh (pinned), or the torch of an existing
-# environment: `make test-cuda TORCH_PYTHON=/opt/torch/.venv/bin/python3`. Without a GPU the
-# tests that need one skip, saying why.
+# environment: `make test-cuda TORCH_PYTHON=/opt/torch/.venv/bin/python3`. The rest (daemon,
+# service, etcd, metrics, launcher, ...) does not link libtorch and ran once in `make test`.
+# Without a GPU the tests that need one skip, saying why.
 TORCH_PYTHON ?=
 torch-wheel:
 	scripts/install-torch.sh $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON))
@@ -51,7 +53,8 @@ TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
 test-cuda: deps torch-wheel
 	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
 	cmake --build --preset cuda
-	ctest --preset cuda
+	ctest --preset cuda -L torch
+	ctest --preset cuda -R '^(BsoLoader|ZeusdJob)\.'
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
 	scripts/install-frameworks.sh --python $(TORCH_PY) --target build/python-frameworks
 	PYTHONPATH=$(CURDIR)/build/python-cuda:$(CURDIR)/build/python-frameworks ZEUS_BUILD_DIR=build/cuda \

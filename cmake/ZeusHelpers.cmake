@@ -36,10 +36,16 @@ endfunction()
 # zeus_add_test(NAME name SOURCES a.cpp b.cpp LIBS lib... [ENV VAR=value...] [TIMEOUT s] [SERIAL])
 # SERIAL: its cases run alone (they load the machine, e.g. a real Slurm training a model, and
 # would make the timing of others flaky).
+# TORCH: the suite (or a program it runs) links libtorch; `make test-cuda` reruns only these
+# (ctest -L torch) against the second libtorch, the rest ran once already in `make test`.
 function(zeus_add_test)
-  cmake_parse_arguments(T "SERIAL" "NAME;TIMEOUT" "SOURCES;LIBS;ENV" ${ARGN})
+  cmake_parse_arguments(T "SERIAL;TORCH" "NAME;TIMEOUT" "SOURCES;LIBS;ENV" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
+  endif()
+  set(label core)
+  if(T_TORCH)
+    set(label torch)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   zeus_target_warnings(${T_NAME})
@@ -47,5 +53,5 @@ function(zeus_add_test)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
     PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT}
-    RUN_SERIAL ${T_SERIAL})
+    RUN_SERIAL ${T_SERIAL} LABELS ${label})
 endfunction()

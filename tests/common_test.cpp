@@ -18,6 +18,7 @@
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/mac.h"
 #include "zeus/common/malloc_tuning.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
@@ -348,3 +349,20 @@ TEST(Parse, SplitKeepsEmptyFields) {
   EXPECT_EQ(zeus::split("", ','), (V{""}));
   EXPECT_EQ(zeus::split("v100:imagenet", ':'), (V{"v100", "imagenet"}));
 }
+
+namespace zeus {
+namespace {
+
+// RFC 4231's test case 2, and the compare's edges: the one HMAC every token scheme signs with.
+TEST(Mac, HmacSha256MatchesTheRfcAndComparesInConstantTime) {
+  EXPECT_EQ(hmac_sha256_hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hmac_sha256("Jefe", "what do ya want for nothing?").size(), 32u);
+  EXPECT_TRUE(constant_time_equal("secret", "secret"));
+  EXPECT_FALSE(constant_time_equal("secret", "secreT"));
+  EXPECT_FALSE(constant_time_equal("secret", "secret2")) << "lengths differ";
+  EXPECT_FALSE(constant_time_equal("", "")) << "an empty secret matches nothing";
+}
+
+}  // namespace
+}  // namespace zeus

@@ -182,6 +182,7 @@ TEST(EtcdRendezvous, ASilentNodeCountsAsGoneWhenItsLeaseEnds) {
   const auto s = state_in(gw, keys, std::nullopt);
   ASSERT_TRUE(s.record) << s.problem;
   const Gateway::Lease lease = gw.grant(2s);
+  const auto granted = std::chrono::steady_clock::now();
   const std::string key = keys.node(s.record->generation, "silent");
   gw.txn({},
          {{Op::Kind::kPut, key, encode_node({"127.0.0.1", 2, link_port, 0, lease.id, 0}, key, {}),
@@ -189,11 +190,13 @@ TEST(EtcdRendezvous, ASilentNodeCountsAsGoneWhenItsLeaseEnds) {
          {});
   const auto rounds = joins.get();
   EXPECT_EQ(rounds[0].nnodes, 3) << "the silent node was a member";
-  const auto start = std::chrono::steady_clock::now();
   const auto notice = a->wait_notice(10s);
   ASSERT_TRUE(notice.has_value());
   EXPECT_THAT(notice->reason, HasSubstr("left: its lease ended"));
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 500ms) << "only once its lease ended";
+  // Only once its lease ended: etcd ends a lease no sooner than its 2 s TTL after the grant
+  // (less the grant's round trip; a loaded machine only makes it later), and then it is gone.
+  EXPECT_GE(std::chrono::steady_clock::now() - granted, 1500ms) << "only once its lease ended";
+  EXPECT_FALSE(gw.time_to_live(lease.id));
   ASSERT_TRUE(b->wait_notice(5s).has_value());
   expect_one_world(join_all({a.get(), b.get()}), 1, 2);
 }
@@ -387,11 +390,10 @@ TEST(EtcdRendezvous, LosingAMinorityOfEtcdChangesNothingAndLosingItAllEndsTheRun
   expect_one_world(rounds, 1, 2);
   etcd.kill(1);
   etcd.kill(2);
-  const auto start = std::chrono::steady_clock::now();
+  // Within the deadline expect_notices holds them to: no wall-clock bet beyond it.
   ASSERT_NO_FATAL_FAILURE(test::expect_notices({a.get(), b.get(), c.get()},
                                                RendezvousNotice::Kind::kAbort,
                                                {"answered nothing for", etcd.endpoint(2)}, 20s));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
 TEST(EtcdRendezvous, OverTlsWithAClientCertificate) {

@@ -1,15 +1,12 @@
 #include "zeus/daemon/token.h"
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
-#include <array>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/mac.h"
 #include "zeus/common/parse.h"
 
 namespace zeus::daemon {
@@ -65,17 +62,6 @@ std::optional<std::string> unbase64url(std::string_view in) {
   return out;
 }
 
-std::string hmac_sha256(std::string_view key, std::string_view data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac.data(),
-           &len) == nullptr) {
-    throw InternalError("HMAC-SHA256 failed (OpenSSL)");
-  }
-  return {reinterpret_cast<const char*>(mac.data()), len};
-}
-
 TokenCheck reject(std::string reason, bool expired = false) {
   return {std::nullopt, {expired, std::move(reason)}};
 }
@@ -118,8 +104,7 @@ TokenCheck verify_token(std::string_view key, std::string_view token,
     return reject(fmt::format("JSON error: {}", e.what()));
   }
   const std::string expected = hmac_sha256(key, token.substr(0, dot2));
-  if (signature->size() != expected.size() ||
-      CRYPTO_memcmp(signature->data(), expected.data(), expected.size()) != 0) {
+  if (!constant_time_equal(*signature, expected)) {
     return reject("InvalidSignature");
   }
   TokenClaims claims;

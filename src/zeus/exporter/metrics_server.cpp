@@ -1,21 +1,15 @@
 #include "zeus/exporter/metrics_server.h"
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/mac.h"
 #include "zeus/common/secret_file.h"
 
 namespace zeus::exporter {
 
 namespace {
-
-// OpenSSL's constant-time compare (as zeusd's token check): the time taken does not tell how
-// much of a guess matched, only whether its length did.
-bool same_secret(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && !b.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
 
 bool loopback(const std::string& address) {
   return address.starts_with("127.") || address.starts_with("localhost:");
@@ -38,7 +32,7 @@ http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
     const std::string auth = request.header("authorization").value_or("");
     constexpr std::string_view kBearer = "Bearer ";
     if (!auth.starts_with(kBearer) ||
-        !same_secret(std::string_view(auth).substr(kBearer.size()), *token)) {
+        !constant_time_equal(std::string_view(auth).substr(kBearer.size()), *token)) {
       http::Response r =
           http::Response::text(401, "a bearer token is required (Authorization: Bearer ...)\n");
       r.headers.emplace_back("WWW-Authenticate", "Bearer");

@@ -20,14 +20,17 @@
 #include <string>
 #include <string_view>
 
+#include "zeus/common/mac.h"
+
 namespace zeus::launch {
 
-// HMAC-SHA256 of `data` under `key`, as 64 lowercase hex digits. Throws ConfigError where this
-// build has no OpenSSL (tokens need it).
-std::string hmac_hex(std::string_view key, std::string_view data);
-// Constant-time comparison (the time taken does not tell how much of a guess matched); false
-// when either is empty.
-bool same_mac(std::string_view a, std::string_view b);
+// The rendezvous's MACs: HMAC-SHA256 as hex, compared in constant time (common/mac.h).
+inline std::string hmac_hex(std::string_view key, std::string_view data) {
+  return hmac_sha256_hex(key, data);
+}
+inline bool same_mac(std::string_view a, std::string_view b) {
+  return constant_time_equal(a, b);
+}
 // 16 random bytes (getrandom) as 32 hex digits. Throws IoError.
 std::string random_hex16();
 
