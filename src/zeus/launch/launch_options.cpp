@@ -198,31 +198,19 @@ LaunchContext default_launch_context() {
   return context;
 }
 
-LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
-  LaunchPlan plan;
-  if (options.command.empty()) {
-    throw ConfigError("no program given: zeus run [options] PROGRAM [ARGS...]");
-  }
-  if (options.max_restarts < 0) {
-    throw ConfigError(fmt::format("--max-restarts must be >= 0, got {}", options.max_restarts));
-  }
-  plan.max_restarts = options.max_restarts;
-  plan.grace_period = options.grace_period;
-  plan.run_id = options.run_id.empty() ? random_run_id() : options.run_id;
-  plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
-  const int max_nodes = options.nnodes.value_or(1);
-  const int min_nodes = options.min_nnodes.value_or(max_nodes);
-  // etcd is elastic on any number of nodes (its endpoint is etcd's, not a master's); c10d on one
-  // fixed node is a static run, as under torchrun.
-  const bool elastic = is_etcd_backend(options.rdzv_backend) ||
-                       (options.rdzv_backend == "c10d" && (max_nodes > 1 || min_nodes < max_nodes));
-  check_torchrun_flags(options, elastic);
-  if (elastic) {
-    plan.elastic = resolve_elastic(options, min_nodes, max_nodes);
-    plan.run_id = plan.elastic->rendezvous.run_id;  // every node's TORCHELASTIC_RUN_ID
-  }
+namespace {
 
-  // The cluster: flags, else Slurm (with --slurm), else one node on loopback.
+// The master's port as the flags, Slurm or the environment gave it (std::nullopt: none given),
+// and where its address came from (for messages).
+struct ClusterSource {
+  std::optional<int> port;
+  std::string master_source;
+};
+
+// The cluster: flags, else Slurm (with --slurm), else one node on loopback. Fills the plan's
+// nnodes, node_rank and master_addr, checked.
+ClusterSource resolve_cluster(const LaunchOptions& options, const LaunchContext& context,
+                              LaunchPlan& plan) {
   plan.nnodes = options.nnodes.value_or(1);
   plan.node_rank = options.node_rank.value_or(0);
   plan.master_addr = options.master_addr.value_or("127.0.0.1");
@@ -301,10 +289,14 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
           plan.master_addr, master_source, *why));
     }
   }
-  plan.world_size = plan.nnodes * plan.nproc_per_node;
+  return {port, master_source};
+}
 
-  // The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free. Port 0
-  // (torchrun's `--rdzv-endpoint localhost:0` on one node) means a free one, as --standalone.
+// The rendezvous port: node 0's rank 0 serves it, so only node 0 can check it is free.
+void resolve_master_port(const LaunchOptions& options, const LaunchContext& context,
+                         std::optional<int> port, LaunchPlan& plan) {
+  // Port 0 (torchrun's `--rdzv-endpoint localhost:0` on one node) means a free one, as
+  // --standalone.
   if (plan.elastic) {
     plan.master_port = 0;  // each round's: a port node 0 found free
   } else if ((options.standalone && !port) || (port == 0 && plan.nnodes == 1)) {
@@ -323,8 +315,16 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
       }
     }
   }
+}
 
-  // The command: Python scripts and modules run under python3, as torchrun does.
+// The workers' command line: the program found, and where --local_rank goes.
+struct Command {
+  std::vector<std::string> argv;  // argv[0] resolved to the program's path
+  size_t insert_at = 1;           // where --local_rank goes: after the program or script
+};
+
+// Python scripts and modules run under python3, as torchrun does.
+Command resolve_command(const LaunchOptions& options, const LaunchContext& context) {
   std::vector<std::string> argv = options.command;
   size_t insert_at = 1;  // where --local_rank goes: after the program or script
   const std::string python =
@@ -345,12 +345,14 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     throw ConfigError(fmt::format("program '{}' not found: not an executable file{}", argv[0],
                                   argv[0].find('/') == std::string::npos ? " in PATH" : ""));
   }
+  argv[0] = program;
+  return {std::move(argv), insert_at};
+}
 
-  const StreamSelection tee = parse_stream_selection(options.tee, "--tee");
-  const StreamSelection redirects = parse_stream_selection(options.redirects, "--redirects");
+// Where the run's logs and journals go.
+void resolve_dirs(const LaunchOptions& options, const LaunchContext& context, bool any_files,
+                  LaunchPlan& plan) {
   plan.log_dir = options.log_dir;
-  const bool any_files =
-      tee.all || redirects.all || !tee.local_ranks.empty() || !redirects.local_ranks.empty();
   if (plan.log_dir.empty() && any_files) {
     // As torchrun: --tee/--redirects without --log-dir write under a fresh temporary directory.
     plan.log_dir = std::filesystem::temp_directory_path() / ("zeus-run-" + plan.run_id);
@@ -365,6 +367,43 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     plan.journal_dir = contract::run_journal_dir(
         *plan.run_journals_root, fmt::format("{}-{}-{}", host_name(), ::getpid(), plan.run_id));
   }
+}
+
+}  // namespace
+
+LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
+  LaunchPlan plan;
+  if (options.command.empty()) {
+    throw ConfigError("no program given: zeus run [options] PROGRAM [ARGS...]");
+  }
+  if (options.max_restarts < 0) {
+    throw ConfigError(fmt::format("--max-restarts must be >= 0, got {}", options.max_restarts));
+  }
+  plan.max_restarts = options.max_restarts;
+  plan.grace_period = options.grace_period;
+  plan.run_id = options.run_id.empty() ? random_run_id() : options.run_id;
+  plan.nproc_per_node = resolve_nproc(options.nproc_per_node, context);
+  const int max_nodes = options.nnodes.value_or(1);
+  const int min_nodes = options.min_nnodes.value_or(max_nodes);
+  // etcd is elastic on any number of nodes (its endpoint is etcd's, not a master's); c10d on one
+  // fixed node is a static run, as under torchrun.
+  const bool elastic = is_etcd_backend(options.rdzv_backend) ||
+                       (options.rdzv_backend == "c10d" && (max_nodes > 1 || min_nodes < max_nodes));
+  check_torchrun_flags(options, elastic);
+  if (elastic) {
+    plan.elastic = resolve_elastic(options, min_nodes, max_nodes);
+    plan.run_id = plan.elastic->rendezvous.run_id;  // every node's TORCHELASTIC_RUN_ID
+  }
+
+  const ClusterSource cluster = resolve_cluster(options, context, plan);
+  plan.world_size = plan.nnodes * plan.nproc_per_node;
+  resolve_master_port(options, context, cluster.port, plan);
+  const Command command = resolve_command(options, context);
+  const StreamSelection tee = parse_stream_selection(options.tee, "--tee");
+  const StreamSelection redirects = parse_stream_selection(options.redirects, "--redirects");
+  resolve_dirs(
+      options, context,
+      tee.all || redirects.all || !tee.local_ranks.empty() || !redirects.local_ranks.empty(), plan);
   if (!options.devices_per_worker_all && !options.devices.empty() &&
       static_cast<int>(options.devices.size()) < plan.nproc_per_node) {
     throw ConfigError(fmt::format(
@@ -387,10 +426,9 @@ LaunchPlan resolve(const LaunchOptions& options, const LaunchContext& context) {
     WorkerSpec w;
     w.local_rank = local;
     w.rank = plan.node_rank * plan.nproc_per_node + local;
-    w.argv = argv;
-    w.argv[0] = program;
+    w.argv = command.argv;
     if (options.local_rank_arg) {
-      w.argv.insert(w.argv.begin() + static_cast<std::ptrdiff_t>(insert_at),
+      w.argv.insert(w.argv.begin() + static_cast<std::ptrdiff_t>(command.insert_at),
                     fmt::format("--local_rank={}", local));
     }
     w.world.local_rank = local;
