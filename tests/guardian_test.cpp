@@ -60,54 +60,54 @@ TEST(Guardian, ArgumentsRoundTripAndMistakesAreNamed) {
   EXPECT_THAT(r.err, HasSubstr("--bogus"));
 }
 
-TEST(Guardian, AFailedRestoreIsRetriedUntilTheGpuTakesIt) {
-  test::FakeNvml fake(test::four_a40s());
-  test::TempDir dir;
-  const auto journal = dir / "gplo.journal";
-  const int64_t pid = write_left_journal(journal, 300'000);
-  fake.set_gpu_value(0, "limit_mw", 200'000);
-  fake.set_gpu_value(0, "faults", {{"set_error", kNvmlErrorUnknown}});
-  test::Child guardian({ZEUS_CLI_PATH, "__guardian", "--pid", std::to_string(pid), "--journal",
-                        journal.string(), "--retry-for-s", "30"},
-                       {}, test::Child::Stderr::kMerged);
+// A process that died with GPU 0 lowered to 200 W (its original 300 W in its journal), GPU 0's
+// setter failing with `set_error`; argv() is the guardian's command line for it.
+class LeftLowered : public ::testing::Test {
+ protected:
+  void lower_with(int set_error) {
+    pid_ = write_left_journal(journal_, 300'000);
+    fake_.set_gpu_value(0, "limit_mw", 200'000);
+    fake_.set_gpu_value(0, "faults", {{"set_error", set_error}});
+  }
+  std::vector<std::string> argv(int retry_for_s) const {
+    return {ZEUS_CLI_PATH, "__guardian",      "--pid",         std::to_string(pid_),
+            "--journal",   journal_.string(), "--retry-for-s", std::to_string(retry_for_s)};
+  }
+
+  test::FakeNvml fake_{test::four_a40s()};
+  test::TempDir dir_;
+  std::filesystem::path journal_ = dir_ / "gplo.journal";
+  int64_t pid_ = 0;
+};
+
+TEST_F(LeftLowered, AFailedRestoreIsRetriedUntilTheGpuTakesIt) {
+  lower_with(kNvmlErrorUnknown);
+  test::Child guardian(argv(30), {}, test::Child::Stderr::kMerged);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_EQ(fake.limit_mw(0), 200'000);
-  EXPECT_TRUE(std::filesystem::exists(journal)) << "a failed restore keeps its journal";
-  fake.set_gpu_value(0, "faults", nlohmann::json::object());
-  EXPECT_TRUE(test::eventually([&] { return fake.limit_mw(0) == 300'000; }, seconds(15)));
+  EXPECT_EQ(fake_.limit_mw(0), 200'000);
+  EXPECT_TRUE(std::filesystem::exists(journal_)) << "a failed restore keeps its journal";
+  fake_.set_gpu_value(0, "faults", nlohmann::json::object());
+  EXPECT_TRUE(test::eventually([&] { return fake_.limit_mw(0) == 300'000; }, seconds(15)));
   const auto r = guardian.wait();
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("retrying in"));
-  EXPECT_FALSE(std::filesystem::exists(journal));
+  EXPECT_FALSE(std::filesystem::exists(journal_));
 }
 
-TEST(Guardian, AGpuThatIsGoneIsLeftInTheJournalForTheNextJob) {
-  test::FakeNvml fake(test::four_a40s());
-  test::TempDir dir;
-  const auto journal = dir / "gplo.journal";
-  const int64_t pid = write_left_journal(journal, 300'000);
-  fake.set_gpu_value(0, "limit_mw", 200'000);
-  fake.set_gpu_value(0, "faults", {{"set_error", kNvmlErrorGpuIsLost}});
-  const auto r = test::run_process({ZEUS_CLI_PATH, "__guardian", "--pid", std::to_string(pid),
-                                    "--journal", journal.string(), "--retry-for-s", "30"},
-                                   seconds(10));
+TEST_F(LeftLowered, AGpuThatIsGoneIsLeftInTheJournalForTheNextJob) {
+  lower_with(kNvmlErrorGpuIsLost);
+  const auto r = test::run_process(argv(30), seconds(10));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("retrying"))) << "a GPU that is gone is not retried";
-  EXPECT_TRUE(std::filesystem::exists(journal));
+  EXPECT_TRUE(std::filesystem::exists(journal_));
 }
 
-TEST(Guardian, RetriesEndAfterTheirWindowAndTheJournalStays) {
-  test::FakeNvml fake(test::four_a40s());
-  test::TempDir dir;
-  const auto journal = dir / "gplo.journal";
-  const int64_t pid = write_left_journal(journal, 300'000);
-  fake.set_gpu_value(0, "faults", {{"set_error", kNvmlErrorUnknown}});
-  const auto r = test::run_process({ZEUS_CLI_PATH, "__guardian", "--pid", std::to_string(pid),
-                                    "--journal", journal.string(), "--retry-for-s", "2"},
-                                   seconds(20));
+TEST_F(LeftLowered, RetriesEndAfterTheirWindowAndTheJournalStays) {
+  lower_with(kNvmlErrorUnknown);
+  const auto r = test::run_process(argv(2), seconds(20));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("the journals stay for the next job"));
-  EXPECT_TRUE(std::filesystem::exists(journal));
+  EXPECT_TRUE(std::filesystem::exists(journal_));
 }
 
 }  // namespace
