@@ -20,9 +20,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr int kNvmlErrorUnknown = 999;
-constexpr int kNvmlErrorGpuIsLost = 15;
-
 // A journal as a killed process leaves it: GPU 0 was at `original_mw` before; returns the pid.
 int64_t write_left_journal(const std::filesystem::path& path, int64_t original_mw) {
   device::PowerLimitJournal j = device::journal_of_this_process("nvml");
@@ -81,7 +78,7 @@ class LeftLowered : public ::testing::Test {
 };
 
 TEST_F(LeftLowered, AFailedRestoreIsRetriedUntilTheGpuTakesIt) {
-  lower_with(kNvmlErrorUnknown);
+  lower_with(test::kNvmlErrorUnknown);
   test::Child guardian(argv(30), {}, test::Child::Stderr::kMerged);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(fake_.limit_mw(0), 200'000);
@@ -95,7 +92,7 @@ TEST_F(LeftLowered, AFailedRestoreIsRetriedUntilTheGpuTakesIt) {
 }
 
 TEST_F(LeftLowered, AGpuThatIsGoneIsLeftInTheJournalForTheNextJob) {
-  lower_with(kNvmlErrorGpuIsLost);
+  lower_with(test::kNvmlErrorGpuIsLost);
   const auto r = test::run_process(argv(30), seconds(10));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("retrying"))) << "a GPU that is gone is not retried";
@@ -103,7 +100,7 @@ TEST_F(LeftLowered, AGpuThatIsGoneIsLeftInTheJournalForTheNextJob) {
 }
 
 TEST_F(LeftLowered, RetriesEndAfterTheirWindowAndTheJournalStays) {
-  lower_with(kNvmlErrorUnknown);
+  lower_with(test::kNvmlErrorUnknown);
   const auto r = test::run_process(argv(2), seconds(20));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("the journals stay for the next job"));

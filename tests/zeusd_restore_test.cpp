@@ -21,9 +21,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr int kNvmlErrorUnknown = 999;
-constexpr int kNvmlErrorGpuIsLost = 15;
-
 std::string set_limit(int gpu, int64_t mw) {
   return fmt::format("/gpu/set_power_limit?gpu_ids={}&block=true&power_limit_mw={}", gpu, mw);
 }

@@ -9,10 +9,10 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/daemon/command_overrides.h"
-#include "zeus/daemon/lease_keeper.h"
 #include "zeus/daemon/leases.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
+#include "zeus/device/restore_rule.h"
 #include "zeus/http/peer_limits.h"
 
 namespace zeus::daemon {
@@ -184,11 +184,11 @@ TEST(ZeusdLeases, ANewProcessOfTheUidTakesOverAPendingLeaseWithItsFirstOriginal)
 
 TEST(ZeusdLeases, RetriesBackOffFromHalfASecondToTenSeconds) {
   using std::chrono::milliseconds;
-  EXPECT_EQ(LeaseKeeper::retry_delay(1), milliseconds(500));
-  EXPECT_EQ(LeaseKeeper::retry_delay(2), milliseconds(1000));
-  EXPECT_EQ(LeaseKeeper::retry_delay(5), milliseconds(8000));
-  EXPECT_EQ(LeaseKeeper::retry_delay(6), milliseconds(10'000));
-  EXPECT_EQ(LeaseKeeper::retry_delay(1000), milliseconds(10'000));
+  EXPECT_EQ(device::restore_retry_delay(1), milliseconds(500));
+  EXPECT_EQ(device::restore_retry_delay(2), milliseconds(1000));
+  EXPECT_EQ(device::restore_retry_delay(5), milliseconds(8000));
+  EXPECT_EQ(device::restore_retry_delay(6), milliseconds(10'000));
+  EXPECT_EQ(device::restore_retry_delay(1000), milliseconds(10'000));
 }
 
 TEST(ZeusdLeases, APidReusedByAnotherProcessIsNotTheHolder) {

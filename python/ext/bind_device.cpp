@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bindings.h"
@@ -24,7 +23,6 @@
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/launch/guardian.h"
 #include "zeus/process/child.h"
-#include "zeus/process/watch.h"
 
 namespace py = pybind11;
 

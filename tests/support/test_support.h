@@ -77,6 +77,11 @@ struct FakeNvmlOptions {
   bool permissive = true;
 };
 
+// NVML return codes a test gives the fake's per-GPU "set_error": one any retry may get past, and
+// the GPU gone (GPU_IS_LOST), which the restore rule does not retry.
+inline constexpr int kNvmlErrorUnknown = 999;
+inline constexpr int kNvmlErrorGpuIsLost = 15;
+
 // A fake NVML machine: writes the state file and points ZEUS_NVML_LIBRARY and FAKE_NVML_STATE
 // at the fake library and the file for the scope (child processes inherit both).
 class FakeNvml {

@@ -1,6 +1,7 @@
 #include "zeus/common/directories.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,12 +60,25 @@ std::string obstacle(const fs::path& dir) {
                             where, what, cause));
 }
 
+// mkdir -p with `mode` for every level it makes (std::filesystem's takes no mode).
+void make_levels(const fs::path& dir, unsigned mode, std::error_code& ec) {
+  fs::path level;
+  for (const auto& part : dir) {
+    level /= part;
+    if (::mkdir(level.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+      ec = std::error_code(errno, std::generic_category());
+      return;
+    }
+  }
+}
+
 }  // namespace
 
-void make_directory(const fs::path& dir, std::string_view what) {
+void make_directory(const fs::path& dir, std::string_view what, unsigned mode) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    fs::create_directories(dir, ec);
+    ec.clear();
+    make_levels(dir, mode, ec);
     if (ec && !fs::is_directory(dir)) {
       const std::string cause = obstacle(dir);
       fail(dir, what, cause.empty() ? ec.message() : cause);

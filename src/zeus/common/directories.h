@@ -14,7 +14,9 @@ namespace zeus {
 // `dir` (and its absolute form when relative) and the cause: a component that is a file, a
 // directory this user may not write (with the uid), a read-only file system. Thread-safe; a
 // directory another process makes at the same moment is not an error.
-void make_directory(const std::filesystem::path& dir, std::string_view what);
+// `mode`: the permissions of each level it makes (0700 for a directory only its owner may read;
+// the umask may only narrow them); an existing level keeps its own.
+void make_directory(const std::filesystem::path& dir, std::string_view what, unsigned mode = 0777);
 
 // The directory `path` will be written in ("." for a bare file name).
 std::filesystem::path directory_of(const std::filesystem::path& path);

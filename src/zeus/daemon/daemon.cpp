@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/daemon/command_overrides.h"
@@ -90,18 +91,9 @@ std::unique_ptr<device::CpuSet> open_cpus(const DaemonOptions& o, std::string* w
 // The state directory: created 0700, and never one another user can write (its journal says
 // which settings to restore, so it is trusted input).
 void check_state_dir(const std::filesystem::path& dir) {
-  if (!std::filesystem::exists(dir)) {
-    // Every level made here is 0700 (the umask may only narrow it): the audit log and the
-    // journals say which uid changed what, for root's eyes.
-    const std::filesystem::path made = std::filesystem::absolute(dir);
-    std::filesystem::path level;
-    for (const auto& part : made) {
-      level /= part;
-      if (!std::filesystem::exists(level)) {
-        check_posix(::mkdir(level.c_str(), 0700), "mkdir", level.string());
-      }
-    }
-  }
+  // Every level made here is 0700: the audit log and the journals say which uid changed what,
+  // for root's eyes.
+  make_directory(dir, "state directory", 0700);
   struct stat st {};
   check_posix(::stat(dir.c_str(), &st), "stat", dir.string());
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {

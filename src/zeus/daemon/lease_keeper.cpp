@@ -194,10 +194,6 @@ std::vector<Lease> LeaseKeeper::leases() const {
   return book_.leases();
 }
 
-std::chrono::milliseconds LeaseKeeper::retry_delay(int failures) {
-  return device::restore_retry_delay(failures);
-}
-
 uint64_t LeaseKeeper::pending_restores() const {
   std::lock_guard lock(mu_);
   return book_.pending().size();
@@ -293,11 +289,11 @@ void LeaseKeeper::attempt_restore(const Lease& lease) {
   Retry& retry = retries_[key];
   ++retry.failures;
   retry.gone = gone;
-  retry.next = std::chrono::steady_clock::now() + retry_delay(retry.failures);
+  retry.next = std::chrono::steady_clock::now() + device::restore_retry_delay(retry.failures);
   ++restore_failures_;
   const std::string next =
       gone ? "the GPU is gone: kept in the journal for the next start of zeusd"
-           : fmt::format("retried in {} ms", retry_delay(retry.failures).count());
+           : fmt::format("retried in {} ms", device::restore_retry_delay(retry.failures).count());
   logger().error("zeusd: cannot restore {} of GPU {} to {} (attempt {}): {}; {}",
                  setting_name(lease.setting), lease.gpu, lease.original, retry.failures, error,
                  next);

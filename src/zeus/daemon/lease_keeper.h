@@ -65,9 +65,6 @@ class LeaseKeeper {
   // How many leases wait for a restore that has not succeeded yet.
   uint64_t pending_restores() const;
 
-  // The wait before the next attempt after `failures` failed ones: 0.5 s doubling, at most 10 s.
-  static std::chrono::milliseconds retry_delay(int failures);
-
  private:
   struct Retry {
     int failures = 0;

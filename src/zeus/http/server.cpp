@@ -333,9 +333,11 @@ struct Server::Impl {
     if (response.stream == nullptr) {
       return queue(connection, std::move(response), stopping);
     }
+    // The peer on_connection found when the connection was accepted.
     std::string peer;
-    if (const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
-      peer = peer_of_socket(info->connect_fd);
+    if (const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        info != nullptr && info->socket_context != nullptr) {
+      peer = static_cast<const ConnectionSlot*>(info->socket_context)->peer;
     }
     if (!streams->acquire(peer)) {
       return reply_error(connection, 429,

@@ -2,18 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <iterator>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "zeus/common/errors.h"
-#include "zeus/common/parse.h"
 #include "zeus/launch/guardian.h"
 #include "zeus/launch/supervisor.h"
 
