@@ -38,8 +38,12 @@ endfunction()
 # would make the timing of others flaky).
 # TORCH: the suite (or a program it runs) links libtorch; `make test-cuda` reruns only these
 # (ctest -L torch) against the second libtorch, the rest ran once already in `make test`.
+# ONE_PROCESS Suite...: each named gtest suite is one ctest entry, `<Suite>.WholeSuite`, run in
+# one process, so that its SetUpTestSuite starts a real server (Slurm, PostgreSQL) once for all
+# of its cases instead of once per case; each case still cleans its own state. TIMEOUT is then
+# the whole suite's.
 function(zeus_add_test)
-  cmake_parse_arguments(T "SERIAL;TORCH" "NAME;TIMEOUT" "SOURCES;LIBS;ENV" ${ARGN})
+  cmake_parse_arguments(T "SERIAL;TORCH" "NAME;TIMEOUT" "SOURCES;LIBS;ENV;ONE_PROCESS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -50,8 +54,24 @@ function(zeus_add_test)
   add_executable(${T_NAME} ${T_SOURCES})
   zeus_target_warnings(${T_NAME})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} zeus_test_support GTest::gmock GTest::gtest_main)
+  set(filter "")
+  foreach(suite IN LISTS T_ONE_PROCESS)
+    add_test(NAME ${suite}.WholeSuite COMMAND ${T_NAME} --gtest_filter=${suite}.*)
+    set_tests_properties(${suite}.WholeSuite PROPERTIES
+      ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT}
+      RUN_SERIAL "${T_SERIAL}" LABELS ${label}
+      # A filter that selects no case is a failure (a renamed suite), not a silent pass. A case
+      # that skips prints its reason in the log (in CI, a missing server fails instead).
+      FAIL_REGULAR_EXPRESSION "Running 0 tests")
+    list(APPEND filter "${suite}.*")
+  endforeach()
+  set(discover_filter "")
+  if(filter)
+    list(JOIN filter ":" joined)
+    set(discover_filter TEST_FILTER "-${joined}")
+  endif()
   gtest_discover_tests(${T_NAME}
-    DISCOVERY_TIMEOUT 60
+    DISCOVERY_TIMEOUT 60 ${discover_filter}
     PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT}
     RUN_SERIAL ${T_SERIAL} LABELS ${label})
 endfunction()

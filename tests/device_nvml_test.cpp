@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "support/test_support.h"
@@ -59,8 +60,8 @@ TEST(MapVisibleDevices, MigInstancesStandForTheirGpu) {
   EXPECT_THAT(map_visible_devices("MIG-1234", kUuids), ElementsAre()) << "no lookup";
 }
 
-std::vector<NvmlGpuIdentity> identities(const std::vector<std::string>& names) {
-  std::vector<NvmlGpuIdentity> out;
+std::vector<MachineGpuIdentity> identities(const std::vector<std::string>& names) {
+  std::vector<MachineGpuIdentity> out;
   for (size_t i = 0; i < names.size(); ++i) {
     out.push_back({kUuids[i], names[i]});
   }
@@ -73,7 +74,7 @@ TEST(MatchCudaDevice, TheRuntimeUuidDecides) {
   const auto m = match_cuda_device(
       {.runtime_uuid = "GPU-abcd-3333", .index = 0, .visible_devices = "1"}, gpus);
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->nvml_index, 2);
+  EXPECT_EQ(m->machine_index, 2);
   EXPECT_THAT(m->how, HasSubstr("UUID"));
   EXPECT_FALSE(m->note);
   EXPECT_THROW(match_cuda_device({.runtime_uuid = "GPU-ffff", .index = 0}, gpus), ConfigError);
@@ -83,29 +84,29 @@ TEST(MatchCudaDevice, TheRuntimeUuidDecides) {
   };
   const auto mig = match_cuda_device({.runtime_uuid = "GPU-5678", .index = 0}, gpus, lookup);
   ASSERT_TRUE(mig);
-  EXPECT_EQ(mig->nvml_index, 1);
+  EXPECT_EQ(mig->machine_index, 1);
   EXPECT_THAT(*mig->note, HasSubstr("MIG instance"));
 }
 
 TEST(MatchCudaDevice, WithoutARuntimeFollowsTheVariables) {
   const auto same = identities({"A40", "A40", "A40", "A40"});
   // Permuted indices: CUDA device 1 is NVML GPU 0.
-  EXPECT_EQ(match_cuda_device({.index = 1, .visible_devices = "3,0,2"}, same)->nvml_index, 0);
+  EXPECT_EQ(match_cuda_device({.index = 1, .visible_devices = "3,0,2"}, same)->machine_index, 0);
   // UUID entries, and a prefix.
   EXPECT_EQ(match_cuda_device({.index = 0, .visible_devices = "GPU-cccc-4444,GPU-aaaa"}, same)
-                ->nvml_index,
+                ->machine_index,
             3);
   EXPECT_EQ(match_cuda_device({.index = 1, .visible_devices = "GPU-cccc-4444,GPU-aaaa"}, same)
-                ->nvml_index,
+                ->machine_index,
             0);
-  EXPECT_EQ(match_cuda_device({.index = 2}, same)->nvml_index, 2) << "unset: every GPU";
+  EXPECT_EQ(match_cuda_device({.index = 2}, same)->machine_index, 2) << "unset: every GPU";
   EXPECT_FALSE(match_cuda_device({.index = 2, .visible_devices = "3,0"}, same)) << "no device 2";
   EXPECT_FALSE(match_cuda_device({.index = 0, .visible_devices = ""}, same));
   // Different GPUs and CUDA's default (fastest first) order: indices are a guess, said so.
   const auto mixed = identities({"A40", "V100", "A40", "V100"});
   const auto guess = match_cuda_device({.index = 0, .visible_devices = "1,2"}, mixed);
   ASSERT_TRUE(guess && guess->note);
-  EXPECT_EQ(guess->nvml_index, 1);
+  EXPECT_EQ(guess->machine_index, 1);
   EXPECT_THAT(*guess->note, HasSubstr("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
   EXPECT_FALSE(
       match_cuda_device({.index = 0, .visible_devices = "1,2", .device_order = "PCI_BUS_ID"}, mixed)
@@ -123,7 +124,7 @@ TEST(NvmlGpuSet, FindsTheGpuOfAMigInstanceAndOpensChosenIndices) {
   EXPECT_EQ(all.mig_parent_uuid("MIG-aaaaaaaa-0000-0000-0000-000000000002"), spec[2].uuid);
   EXPECT_EQ(all.mig_parent_uuid("MIG-bbbbbbbb-0000-0000-0000-000000000002"), std::nullopt);
   EXPECT_EQ(all.mig_parent_uuid(spec[1].uuid), std::nullopt) << "a GPU, not a MIG instance";
-  ASSERT_EQ(all.machine_gpus().size(), 4u);
+  ASSERT_EQ(all.count(), 4);
   // CUDA_VISIBLE_DEVICES with a MIG UUID shows its GPU.
   NvmlGpuSet mig(visible("MIG-aaaaaaaa-0000-0000-0000-000000000001"));
   ASSERT_EQ(mig.count(), 1);
@@ -134,7 +135,7 @@ TEST(NvmlGpuSet, FindsTheGpuOfAMigInstanceAndOpensChosenIndices) {
   NvmlGpuSet node(chosen);
   ASSERT_EQ(node.count(), 2);
   EXPECT_EQ(node.uuid(0), spec[3].uuid);
-  EXPECT_EQ(node.nvml_index(1), 1);
+  EXPECT_EQ(node.machine_index(1), 1);
   chosen.nvml_indices = std::vector<int>{4};
   EXPECT_THROW(NvmlGpuSet{chosen}, ConfigError);
 }
@@ -327,6 +328,64 @@ TEST(Discovery, FakeNvmlIsListedWithItsGpus) {
   EXPECT_THAT(backends[0].reason, HasSubstr("4 GPU(s)"));
   EXPECT_THAT(backends[0].reason, HasSubstr("GPU-00000000-0000-0000-0000-000000000003"));
   EXPECT_THROW(open_gpu_set("cuda", {}), ConfigError);
+}
+
+// The device layer's registry (issue #39): each backend once, "auto" tries only the machine's,
+// and a locator reaches the backend its first word names, without the caller naming it.
+TEST(Registry, EachBackendOnceAndAutoOpensOnlyTheMachinesGpus) {
+  std::set<std::string> names;
+  for (const GpuBackend& b : gpu_backends()) {
+    EXPECT_TRUE(names.insert(b.name).second) << b.name << " is registered twice";
+    EXPECT_TRUE(b.probe && b.open) << b.name;
+  }
+  ASSERT_NE(find_gpu_backend("nvml"), nullptr);
+  EXPECT_TRUE(find_gpu_backend("nvml")->machine);
+  ASSERT_NE(find_gpu_backend("sim:v100:imagenet"), nullptr);
+  EXPECT_EQ(find_gpu_backend("sim:v100:imagenet")->name, "sim");
+  EXPECT_FALSE(find_gpu_backend("sim")->machine) << "auto never simulates";
+  EXPECT_EQ(find_gpu_backend("cuda"), nullptr);
+  try {
+    (void)open_gpu_set("cuda", {});
+    FAIL() << "an unknown locator opened";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("sim:<gpu>")) << "the registered forms are listed";
+    EXPECT_THAT(e.what(), HasSubstr("nvml"));
+  }
+  test::FakeNvml fake(test::four_a40s());
+  test::ScopedEnv cvd("CUDA_VISIBLE_DEVICES", "2,0");
+  const auto visible = open_gpu_set("auto", {.zeusd_from_env = false});
+  EXPECT_EQ(visible->locator(), "nvml");
+  ASSERT_EQ(visible->count(), 2);
+  EXPECT_EQ(visible->machine_index(0), 2);
+  const auto chosen = open_gpu_set("auto", {.machine_indices = std::vector<int>{3}});
+  ASSERT_EQ(chosen->count(), 1);
+  EXPECT_EQ(chosen->uuid(0), test::four_a40s()[3].uuid);
+  EXPECT_EQ(open_gpu_set("nvml", {.respect_visible_devices = false})->count(), 4);
+}
+
+// What each GPU can do is probed once and said: the full fake has every reading, an old
+// driver's library (the minimal fake) the required ones only.
+TEST(NvmlGpuSet, SaysWhatEachGpuCanDo) {
+  {
+    test::FakeNvml fake(test::four_a40s());
+    fake.set_gpu_value(1, "energy_counter", false);
+    fake.set_gpu_value(0, "throttle_power_ns", 5);
+    const NvmlGpuSet gpus(visible(std::nullopt));
+    const GpuCapabilities a = gpus.capabilities(0);
+    EXPECT_TRUE(a.instant_power && a.energy_counter && a.power_limit && a.clocks && a.persistence &&
+                a.temperature && a.throttle_counters);
+    EXPECT_FALSE(gpus.capabilities(1).energy_counter);
+    EXPECT_FALSE(gpus.capabilities(1).throttle_counters);
+    EXPECT_EQ(gpus.pci_address(0), "0000:01:00.0");
+  }
+  test::FakeNvml old(test::four_a40s(), /*minimal_library=*/true);
+  const NvmlGpuSet gpus(visible(std::nullopt));
+  const GpuCapabilities c = gpus.capabilities(0);
+  EXPECT_TRUE(c.power_limit);
+  EXPECT_FALSE(c.instant_power || c.energy_counter || c.clocks || c.persistence || c.temperature ||
+               c.throttle_counters);
+  EXPECT_EQ(gpus.pci_address(0), "") << "no PCI call in this library";
+  EXPECT_THROW(gpus.capabilities(4), ConfigError);
 }
 
 }  // namespace

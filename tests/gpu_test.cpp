@@ -9,7 +9,8 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/data/data_loader.h"
-#include "zeus/device/nvml/nvml_gpu_set.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/visible_devices.h"
 #include "zeus/distributed/backend.h"
 #include "zeus/distributed/context.h"
 
@@ -47,12 +48,16 @@ TEST(Gpu, TheRuntimesUuidIsOneOfNvmlsGpus) {
   ZEUS_NEEDS_GPU(1);
   const std::string uuid = cuda::device_uuid(0);
   EXPECT_THAT(uuid, ::testing::MatchesRegex("GPU-[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}"));
-  const device::nvml::NvmlGpuSet nvml({.respect_visible_devices = false});
-  const auto match = device::nvml::match_cuda_device(
-      {.runtime_uuid = uuid, .index = 0}, nvml.machine_gpus(),
-      [&](std::string_view mig) { return nvml.mig_parent_uuid(mig); });
+  const auto nvml = device::open_gpu_set("nvml", {.respect_visible_devices = false});
+  std::vector<device::MachineGpuIdentity> gpus;
+  for (int g = 0; g < nvml->count(); ++g) {
+    gpus.push_back({nvml->uuid(g), nvml->name(g)});
+  }
+  const auto match =
+      device::match_cuda_device({.runtime_uuid = uuid, .index = 0}, gpus,
+                                [&](std::string_view mig) { return nvml->mig_parent_uuid(mig); });
   ASSERT_TRUE(match);
-  EXPECT_EQ(nvml.machine_gpus()[static_cast<size_t>(match->nvml_index)].name, cuda::device_name(0))
+  EXPECT_EQ(nvml->name(match->machine_index), cuda::device_name(0))
       << "NVML and CUDA name the same GPU";
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "zeus/common/errors.h"
+#include "zeus/contract/bso_history.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 
 using ::testing::ElementsAre;
@@ -14,6 +15,9 @@ using ::testing::HasSubstr;
 
 namespace zeus::optimize {
 namespace {
+
+using contract::append_history;
+using contract::read_history;
 
 struct Outcome {
   double cost;

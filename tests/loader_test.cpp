@@ -298,7 +298,7 @@ TEST(DataLoaderEndToEnd, OwnsExactlyThePhysicalGpusItsRanksUse) {
     }
     EXPECT_EQ(touched, c.owned) << c.visible << "\n" << job.output;
     for (int g : c.owned) {
-      EXPECT_THAT(job.output, HasSubstr(fmt::format("({}, NVIDIA A40, NVML index {})",
+      EXPECT_THAT(job.output, HasSubstr(fmt::format("({}, NVIDIA A40, machine index {})",
                                                     spec[static_cast<size_t>(g)].uuid, g)))
           << "the local master names what it owns";
     }

@@ -12,11 +12,12 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/secret_file.h"
+#include "zeus/device/discovery.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
 #include "zeus/exporter/metrics_server.h"
 #include "zeus/metrics/exposition.h"
+#include "zeus/metrics/gpu_set_telemetry.h"
 #include "zeus/metrics/node_sampler.h"
-#include "zeus/metrics/nvml/nvml_telemetry.h"
 
 namespace zeus::test {
 namespace {
@@ -216,7 +217,13 @@ TEST(NodeSampler, ReadsRaplPackagesAndDram) {
       << "package 1 has no DRAM zone";
 }
 
-TEST(NvmlTelemetry, ReadsWhatEachGpuHasOverTheFakeNvml) {
+// The exporter's view of the device layer: one GpuSet per backend, opened from the registry.
+std::unique_ptr<metrics::GpuSetTelemetry> machine_telemetry() {
+  return std::make_unique<metrics::GpuSetTelemetry>(
+      device::open_gpu_set("nvml", {.respect_visible_devices = false, .zeusd_from_env = false}));
+}
+
+TEST(GpuSetTelemetry, ReadsWhatEachNvmlGpuHasOverTheFakeNvml) {
   FakeNvml nvml(four_a40s());
   nvml.set_gpu_value(0, "temperature_c", 61);
   nvml.set_gpu_value(0, "sm_clock_mhz", 1410);
@@ -224,9 +231,12 @@ TEST(NvmlTelemetry, ReadsWhatEachGpuHasOverTheFakeNvml) {
   nvml.set_gpu_value(0, "throttle_power_ns", 2'500'000'000ULL);
   nvml.set_gpu_value(0, "throttle_thermal_ns", 1'000'000ULL);
   nvml.set_gpu_value(1, "energy_counter", false);
-  metrics::nvml::NvmlTelemetry telemetry;
+  ScopedEnv cvd("CUDA_VISIBLE_DEVICES", "1");  // the exporter shows every GPU of the machine
+  const auto owned = machine_telemetry();
+  auto& telemetry = *owned;
   ASSERT_EQ(telemetry.count(), 4);
   EXPECT_EQ(telemetry.identity(2).uuid, four_a40s()[2].uuid);
+  EXPECT_EQ(telemetry.identity(2).index, 2);
   const GpuReading a = telemetry.read(0);
   const double average_w = static_cast<double>(four_a40s()[0].power_mw) / 1000;
   EXPECT_EQ(a.power_w, average_w + 1) << "the instant field (the fake reads 1 W above the average)";
@@ -245,16 +255,15 @@ TEST(NvmlTelemetry, ReadsWhatEachGpuHasOverTheFakeNvml) {
   EXPECT_FALSE(b.sm_clock_hz);
   EXPECT_FALSE(b.power_throttle_s);
   EXPECT_FALSE(b.energy_j) << "no counter: the sampler integrates";
-  nvml.set_gpu_value(2, "faults", {{"read_error", NVML_ERROR_GPU_IS_LOST}});
+  nvml.set_gpu_value(2, "faults", {{"read_error", kNvmlErrorGpuIsLost}});
   EXPECT_THROW(telemetry.read(2), DeviceLost);
   EXPECT_NO_THROW(telemetry.read(3));
 }
 
-TEST(NvmlTelemetry, AnOldDriverWithoutTheOptionalCallsStillGivesPowerAndLimits) {
+TEST(GpuSetTelemetry, AnOldNvmlWithoutTheOptionalCallsStillGivesPowerAndLimits) {
   FakeNvml nvml(four_a40s(), /*minimal_library=*/true);
   nvml.set_gpu_value(0, "temperature_c", 61);
-  metrics::nvml::NvmlTelemetry telemetry;
-  const GpuReading r = telemetry.read(0);
+  const GpuReading r = machine_telemetry()->read(0);
   EXPECT_EQ(r.power_w, static_cast<double>(four_a40s()[0].power_mw) / 1000)
       << "nvmlDeviceGetPowerUsage: no field values in this library";
   EXPECT_EQ(r.power_limit_w, 300.0);

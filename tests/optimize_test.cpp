@@ -8,6 +8,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
+#include "zeus/contract/bso_history.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/optimize/cost.h"
 #include "zeus/optimize/early_stop.h"
@@ -19,6 +20,9 @@ using ::testing::HasSubstr;
 
 namespace zeus::optimize {
 namespace {
+
+using contract::append_history;
+using contract::read_history;
 
 TEST(CostModel, JoulesAndWattSeconds) {
   const CostModel cost(0.5, 250);

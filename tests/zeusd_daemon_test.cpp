@@ -15,7 +15,10 @@
 
 #include "support/raw_connection.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
 #include "zeus/daemon/token.h"
+#include "zeus/device/discovery.h"
+#include "zeus/device/zeusd/zeusd_gpu_set.h"
 #include "zeusd_support.h"
 
 namespace zeus::test {
@@ -97,6 +100,28 @@ TEST(Zeusd, AnUnprivilegedJobSetsLimitsOnlyThroughTheDaemonAndTheyComeBackWhenIt
   }
   EXPECT_EQ(restores,
             (std::set<std::string>{"0:200000->300000", "1:150000->300000", "2:120000->300000"}));
+}
+
+// "Through zeusd" wraps any backend (issue #39): a simulated GPU's changes go to the daemon,
+// which makes them on the machine's GPU of the same index; its reads stay the simulator's.
+TEST(Zeusd, AnyBackendsChangesGoThroughTheDaemonAndItsReadsStayLocal) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  device::zeusd::ZeusdGpuSet gpus(device::open_gpu_set("sim:a40", {}),
+                                  {.socket_path = daemon.socket().string()});
+  EXPECT_THAT(gpus.locator(), ::testing::StartsWith("sim:a40")) << "the wrapped set's";
+  EXPECT_THAT(gpus.limits_through(), HasSubstr(daemon.socket().string()));
+  EXPECT_THAT(gpus.describe(0), HasSubstr(daemon.socket().string()));
+  const int64_t simulated = gpus.power_limit_mw(0);
+  gpus.set_power_limit_mw(0, 200'000);
+  EXPECT_EQ(nvml.limit_mw(0), 200'000) << "the daemon made the change";
+  EXPECT_EQ(gpus.power_limit_mw(0), simulated) << "reads are the wrapped backend's";
+  EXPECT_THROW(gpus.set_power_limit_mw(0, 10'000), ConfigError) << "refused before the daemon";
+  EXPECT_EQ(nvml.limit_mw(0), 200'000);
+  gpus.set_gpu_locked_clocks(0, 500, 1000);
+  EXPECT_EQ(nvml.state()["gpus"][0]["gpu_locked_clocks"], nlohmann::json({500, 1000}));
 }
 
 TEST(Zeusd, AnotherUserIsRefusedAHeldGpuGetsAnotherAndOneUidSharesALease) {

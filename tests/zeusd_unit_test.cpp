@@ -9,9 +9,11 @@
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/daemon/command_overrides.h"
+#include "zeus/daemon/gpu_set_control.h"
 #include "zeus/daemon/leases.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
+#include "zeus/device/discovery.h"
 #include "zeus/device/restore_rule.h"
 #include "zeus/http/peer_limits.h"
 
@@ -22,6 +24,26 @@ using std::chrono::seconds;
 using std::chrono::system_clock;
 
 const system_clock::time_point kNow = system_clock::time_point(seconds(1'800'000'000));
+
+// zeusd's GpuControl is a view of the device layer (issue #39): any backend's GPUs, here the
+// simulator's, are read and changed through it with the wire API's units and identities.
+TEST(GpuSetControl, ServesAnyBackendsGpus) {
+  GpuSetControl gpus(
+      device::open_gpu_set("sim:a40", {.sim_clock = device::sim::SimClock::kVirtual}));
+  ASSERT_EQ(gpus.count(), 1);
+  EXPECT_THAT(gpus.identity(0).name, ::testing::HasSubstr("A40"));
+  EXPECT_EQ(gpus.identity(0).pci_address, "") << "a simulated GPU has no bus";
+  EXPECT_TRUE(gpus.identity(0).energy_available);
+  EXPECT_THROW(gpus.identity(1), ConfigError);
+  const PowerLimitRange range = gpus.power_limit_constraints_mw(0);
+  const auto target = static_cast<uint32_t>(range.min_mw);
+  gpus.set_power_limit_mw(0, target);
+  EXPECT_EQ(gpus.power_limit_mw(0), target);
+  EXPECT_THROW(gpus.set_power_limit_mw(0, static_cast<uint32_t>(range.max_mw + 1)), ConfigError);
+  EXPECT_THROW(gpus.set_persistence_mode(0, true), NotSupported)
+      << "what the backend cannot do is refused, naming it";
+  EXPECT_TRUE(gpus.compute_pids(0).empty());
+}
 
 TEST(ZeusdToken, IssuedTokenVerifiesWithItsClaims) {
   const std::string token =

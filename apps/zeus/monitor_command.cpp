@@ -200,126 +200,90 @@ int list_backends(std::ostream& out) {
   return kExitOk;
 }
 
-}  // namespace
-
-int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err) {
-  const auto fail = [&err](int code, std::string_view message) {
-    err << "zeus monitor: error: " << message << "\n";
-    return code;
-  };
-  if (options.list) {
-    return list_backends(out);
-  }
-
+// What a run monitors and where its samples go, checked before anything is started.
+struct MonitorSetup {
   std::unique_ptr<device::GpuSet> gpus;
   std::unique_ptr<device::CpuSet> cpus;
   std::unique_ptr<PowerMonitor> power;
-  std::unique_ptr<LineWriter> writer;
-  OutputPlan plan;
-  try {
-    if (options.interval < monitor::kMinPeriod) {
-      throw ConfigError(fmt::format("--interval {} is below the minimum {}",
-                                    format_duration(options.interval),
-                                    format_duration(monitor::kMinPeriod)));
-    }
-    if (options.format != "csv" && options.format != "jsonl") {
-      throw ConfigError(fmt::format("--format '{}': use csv or jsonl", options.format));
-    }
-    monitor::PowerMonitorOptions monitor_options;
-    monitor_options.period = options.interval;
-    if (options.gpus != "none") {
-      monitor_options.gpus = parse_gpu_list(options.gpus);
-      device::OpenGpuSetOptions open_options;
-      open_options.sim_clock = device::sim::SimClock::kReal;
-      open_options.sim_start_busy = true;  // show a GPU running its workload
-      gpus = device::open_gpu_set(options.device, open_options);
-      if (gpus->count() == 0) {
-        throw ConfigError(fmt::format("{} shows no GPU to this process (CUDA_VISIBLE_DEVICES?)",
-                                      gpus->locator()));
-      }
-    }
-    if (options.cpus == "all") {
-      cpus = std::make_unique<device::rapl::RaplCpuSet>();
-      monitor_options.cpus = cpus.get();
-    } else if (!options.cpus.empty()) {
-      throw ConfigError(fmt::format("--cpus '{}': only 'all' is supported", options.cpus));
-    }
-    if (!gpus && !cpus) {
-      throw ConfigError("--gpus none without --cpus all leaves nothing to monitor");
-    }
-    // Validate devices before any file is created: the monitor's constructor checks indices.
-    power = std::make_unique<PowerMonitor>(gpus.get(), monitor_options);
-    plan = plan_output(options, power->devices());
-    if (!plan.csv_paths.empty()) {
-      monitor_options.csv_paths = plan.csv_paths;
-    }
-    if (plan.single_file) {
-      writer = std::make_unique<LineWriter>(*plan.single_file);
-      const auto devices = power->devices();
-      const bool wide = plan.wide_csv;
-      if (wide) {
-        std::string header = "Time";
-        for (const auto& dev : devices) {
-          header += "," + dev.label;
-        }
-        writer->write_line(header + "\n");
-      }
-      monitor_options.on_sample = [w = writer.get(), devices, wide](const PowerSample& s) {
-        w->write_line(format_row(s, devices, wide));
-      };
-    }
-    if (!plan.csv_paths.empty() || plan.single_file) {
-      power.reset();
-      try {
-        power = std::make_unique<PowerMonitor>(gpus.get(), monitor_options);
-      } catch (...) {
-        if (writer) {
-          writer->remove();
-        }
-        throw;
-      }
-    }
-  } catch (const Error& e) {
-    return fail(kExitUsage, e.what());
-  }
-  std::unique_ptr<MetricsServe> serving;
-  if (!options.serve.empty()) {
-    try {
-      // The exporter's own sampler: at the monitor's interval, at most ten times a second.
-      serving = serve_metrics(
-          options.serve, gpus.get(), cpus.get(),
-          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
-                   std::chrono::milliseconds(100)));
-      err << "zeus monitor: serving http://" << serving->address() << "/metrics\n" << std::flush;
-    } catch (const Error& e) {
-      if (writer) {
-        writer->remove();
-      }
-      return fail(kExitUsage, e.what());
-    }
-  }
+  std::unique_ptr<LineWriter> writer;  // the one-file formats' (wide CSV, JSONL)
+};
 
-  const auto& devices = power->devices();
-  // Energy over the run: each device's counter where it has one, else the integral of the
-  // samples (and the samples where a counter fails at the end), compared with the samples.
-  std::unique_ptr<monitor::EnergyMonitor> energy;
-  try {
-    monitor::EnergyMonitorOptions energy_options;
-    for (const auto& dev : devices) {
-      if (dev.kind == MonitoredDevice::Kind::kGpu) {
-        energy_options.gpus.push_back(dev.index);
-      }
-    }
-    energy_options.cpus = cpus.get();
-    energy_options.timeline = power.get();
-    energy = std::make_unique<monitor::EnergyMonitor>(gpus.get(), energy_options);
-    energy->begin_window("monitor");
-  } catch (const Error& e) {
-    return fail(kExitFailure, e.what());
+// Opens the devices and the outputs. Throws ConfigError (a usage error) before any file is
+// created when a flag is wrong; a file it created is removed when a later step fails.
+MonitorSetup set_up(const MonitorCommandOptions& options) {
+  MonitorSetup s;
+  if (options.interval < monitor::kMinPeriod) {
+    throw ConfigError(fmt::format("--interval {} is below the minimum {}",
+                                  format_duration(options.interval),
+                                  format_duration(monitor::kMinPeriod)));
   }
+  if (options.format != "csv" && options.format != "jsonl") {
+    throw ConfigError(fmt::format("--format '{}': use csv or jsonl", options.format));
+  }
+  monitor::PowerMonitorOptions monitor_options;
+  monitor_options.period = options.interval;
+  if (options.gpus != "none") {
+    monitor_options.gpus = parse_gpu_list(options.gpus);
+    device::OpenGpuSetOptions open_options;
+    open_options.sim_clock = device::sim::SimClock::kReal;
+    open_options.sim_start_busy = true;  // show a GPU running its workload
+    s.gpus = device::open_gpu_set(options.device, open_options);
+    if (s.gpus->count() == 0) {
+      throw ConfigError(fmt::format("{} shows no GPU to this process (CUDA_VISIBLE_DEVICES?)",
+                                    s.gpus->locator()));
+    }
+  }
+  if (options.cpus == "all") {
+    s.cpus = std::make_unique<device::rapl::RaplCpuSet>();
+    monitor_options.cpus = s.cpus.get();
+  } else if (!options.cpus.empty()) {
+    throw ConfigError(fmt::format("--cpus '{}': only 'all' is supported", options.cpus));
+  }
+  if (!s.gpus && !s.cpus) {
+    throw ConfigError("--gpus none without --cpus all leaves nothing to monitor");
+  }
+  // Validate devices before any file is created: the monitor's constructor checks indices.
+  s.power = std::make_unique<PowerMonitor>(s.gpus.get(), monitor_options);
+  const OutputPlan plan = plan_output(options, s.power->devices());
+  if (plan.csv_paths.empty() && !plan.single_file) {
+    return s;
+  }
+  monitor_options.csv_paths = plan.csv_paths;
+  if (plan.single_file) {
+    s.writer = std::make_unique<LineWriter>(*plan.single_file);
+    const auto devices = s.power->devices();
+    const bool wide = plan.wide_csv;
+    if (wide) {
+      std::string header = "Time";
+      for (const auto& dev : devices) {
+        header += "," + dev.label;
+      }
+      s.writer->write_line(header + "\n");
+    }
+    monitor_options.on_sample = [w = s.writer.get(), devices, wide](const PowerSample& sample) {
+      w->write_line(format_row(sample, devices, wide));
+    };
+  }
+  s.power.reset();
+  try {
+    s.power = std::make_unique<PowerMonitor>(s.gpus.get(), monitor_options);
+  } catch (...) {
+    if (s.writer) {
+      s.writer->remove();
+    }
+    throw;
+  }
+  return s;
+}
+
+// Samples until the duration ends, a signal comes, or a device fails (with no exporter to keep
+// serving the others); with --live, one status line refreshed in place.
+void sample_until_done(const MonitorCommandOptions& options, PowerMonitor& power, bool serving,
+                       std::ostream& out, std::ostream& err) {
+  const auto& devices = power.devices();
   const auto start = std::chrono::steady_clock::now();
   SignalPipe signals({SIGINT, SIGTERM});
-  power->start();
+  power.start();
   constexpr std::chrono::nanoseconds kErrorCheck = std::chrono::milliseconds(100);
   const auto refresh =
       std::max<std::chrono::nanoseconds>(options.interval, std::chrono::milliseconds(250));
@@ -341,7 +305,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     }
     // A device that fails ends the measurement, but not an exporter: the other devices' metrics
     // (and the failing one's error counter) are served on until the duration or a signal.
-    if (power->error()) {
+    if (power.error()) {
       if (!serving) {
         break;
       }
@@ -353,7 +317,7 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
       }
     }
     if (options.live) {
-      const auto timeline = power->timeline();
+      const auto timeline = power.timeline();
       if (!timeline.empty()) {
         std::string line = fmt::format("\r[{:7.1f} s]", to_seconds(now - start));
         for (size_t i = 0; i < devices.size(); ++i) {
@@ -365,22 +329,17 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
       }
     }
   }
-  power->stop();
-  const auto timeline = power->timeline();
-  // After a sampling error the measurement ends with the last sample: nothing is known after it.
-  const auto end =
-      power->error() && !timeline.empty() ? timeline.back().time : std::chrono::steady_clock::now();
+  power.stop();
   if (options.live) {
     out << "\n";
   }
-  monitor::Measurement measured;
-  try {
-    measured = energy->end_window("monitor", end);
-  } catch (const Error& e) {
-    return fail(kExitFailure, e.what());
-  }
-  // The window spans the counter reads at both ends, so the average never exceeds the truth.
-  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(measured.elapsed);
+}
+
+// One summary row per device: its energy (counter, else the samples' integral), its peak.
+std::vector<DeviceSummary> summarize(const MonitorSetup& s,
+                                     const std::vector<PowerSample>& timeline,
+                                     const monitor::Measurement& measured) {
+  const auto& devices = s.power->devices();
   std::vector<DeviceSummary> rows;
   size_t gpu = 0;
   size_t cpu = 0;
@@ -388,11 +347,11 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     const MonitoredDevice& dev = devices[i];
     const bool is_gpu = dev.kind == MonitoredDevice::Kind::kGpu;
     const size_t k = is_gpu ? gpu++ : cpu++;
-    DeviceSummary row{dev.label, is_gpu ? gpus->name(dev.index) : cpus->name(dev.index),
+    DeviceSummary row{dev.label, is_gpu ? s.gpus->name(dev.index) : s.cpus->name(dev.index),
                       std::nullopt, std::nullopt, ""};
-    for (const auto& s : timeline) {
-      if (s.power_mw[i]) {
-        row.peak_w = std::max(row.peak_w.value_or(0.0), mw_to_w(*s.power_mw[i]));
+    for (const auto& sample : timeline) {
+      if (sample.power_mw[i]) {
+        row.peak_w = std::max(row.peak_w.value_or(0.0), mw_to_w(*sample.power_mw[i]));
       }
     }
     const auto source = is_gpu ? measured.gpu_source[k] : measured.cpu_source[k];
@@ -407,9 +366,75 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     }
     rows.push_back(std::move(row));
   }
-  print_summary(out, gpus ? gpus->locator() : std::string("rapl"), elapsed, timeline.size(),
-                options.interval, rows);
-  if (const auto error = power->error()) {
+  return rows;
+}
+
+}  // namespace
+
+// The sequence: set up (usage errors), the exporter, the energy window, sampling, the summary.
+int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err) {
+  const auto fail = [&err](int code, std::string_view message) {
+    err << "zeus monitor: error: " << message << "\n";
+    return code;
+  };
+  if (options.list) {
+    return list_backends(out);
+  }
+  MonitorSetup s;
+  try {
+    s = set_up(options);
+  } catch (const Error& e) {
+    return fail(kExitUsage, e.what());
+  }
+  std::unique_ptr<MetricsServe> serving;
+  if (!options.serve.empty()) {
+    try {
+      // The exporter's own sampler: at the monitor's interval, at most ten times a second.
+      serving = serve_metrics(
+          options.serve, s.gpus.get(), s.cpus.get(),
+          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
+                   std::chrono::milliseconds(100)));
+      err << "zeus monitor: serving http://" << serving->address() << "/metrics\n" << std::flush;
+    } catch (const Error& e) {
+      if (s.writer) {
+        s.writer->remove();
+      }
+      return fail(kExitUsage, e.what());
+    }
+  }
+  // Energy over the run: each device's counter where it has one, else the integral of the
+  // samples (and the samples where a counter fails at the end), compared with the samples.
+  std::unique_ptr<monitor::EnergyMonitor> energy;
+  try {
+    monitor::EnergyMonitorOptions energy_options;
+    for (const auto& dev : s.power->devices()) {
+      if (dev.kind == MonitoredDevice::Kind::kGpu) {
+        energy_options.gpus.push_back(dev.index);
+      }
+    }
+    energy_options.cpus = s.cpus.get();
+    energy_options.timeline = s.power.get();
+    energy = std::make_unique<monitor::EnergyMonitor>(s.gpus.get(), energy_options);
+    energy->begin_window("monitor");
+  } catch (const Error& e) {
+    return fail(kExitFailure, e.what());
+  }
+  sample_until_done(options, *s.power, serving != nullptr, out, err);
+  const auto timeline = s.power->timeline();
+  // After a sampling error the measurement ends with the last sample: nothing is known after it.
+  const auto end = s.power->error() && !timeline.empty() ? timeline.back().time
+                                                         : std::chrono::steady_clock::now();
+  monitor::Measurement measured;
+  try {
+    measured = energy->end_window("monitor", end);
+  } catch (const Error& e) {
+    return fail(kExitFailure, e.what());
+  }
+  // The window spans the counter reads at both ends, so the average never exceeds the truth.
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(measured.elapsed);
+  print_summary(out, s.gpus ? s.gpus->locator() : std::string("rapl"), elapsed, timeline.size(),
+                options.interval, summarize(s, timeline, measured));
+  if (const auto error = s.power->error()) {
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& e) {

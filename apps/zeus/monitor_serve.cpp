@@ -6,7 +6,6 @@
 #include "zeus/exporter/metrics_server.h"
 #include "zeus/metrics/gpu_set_telemetry.h"
 #include "zeus/metrics/node_sampler.h"
-#include "zeus/metrics/nvml/nvml_telemetry.h"
 #endif
 
 namespace zeus::cli {
@@ -18,9 +17,7 @@ class Serving final : public MetricsServe {
  public:
   Serving(const std::string& address, device::GpuSet* gpus, device::CpuSet* cpus,
           std::chrono::milliseconds period) {
-    if (gpus != nullptr && gpus->locator() == "nvml") {
-      telemetry_ = std::make_unique<metrics::nvml::NvmlTelemetry>();
-    } else if (gpus != nullptr) {
+    if (gpus != nullptr) {
       telemetry_ = std::make_unique<metrics::GpuSetTelemetry>(*gpus);
     }
     metrics::NodeSamplerOptions options;

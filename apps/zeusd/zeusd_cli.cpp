@@ -109,10 +109,7 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
   o.server.tcp_address = f.tcp_bind_address;
   o.server.max_connections = f.max_connections;
   o.server.idle_timeout = std::chrono::seconds(f.idle_timeout_s);
-  if (f.gpu_backend != "auto" && f.gpu_backend != "nvml") {
-    throw ConfigError(fmt::format(
-        "--gpu-backend {}: this zeusd drives NVIDIA GPUs only (auto or nvml)", f.gpu_backend));
-  }
+  o.gpu_backend = daemon::check_gpu_backend(f.gpu_backend);
   o.api.gpu_control = o.api.gpu_read = o.api.cpu_read = false;
   for (const auto& g : split(f.enable, ',')) {
     if (g == daemon::kGroupGpuControl) {

@@ -175,7 +175,7 @@ nlohmann::json stats(const std::vector<double>& v) {
 
 // (1) Round trips, interleaved so that both see the same machine state.
 void bench_round_trips(const Options& o, const char* self, nlohmann::json& out) {
-  zeus::device::nvml::NvmlGpuSet direct({.zeusd_from_env = false});
+  zeus::device::nvml::NvmlGpuSet direct;  // NVML itself: never routed through zeusd
   zeus::device::zeusd::ZeusdClient client(*zeus::device::zeusd::ZeusdEndpoint::from_env());
   std::vector<double> nvml_us;
   std::vector<double> daemon_us;

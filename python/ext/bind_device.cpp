@@ -18,7 +18,6 @@
 #include "zeus/common/posix.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
-#include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/power_limit_guard.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/launch/guardian.h"
@@ -56,9 +55,7 @@ void Gpus::run_steps(int64_t n) {
 }
 
 std::string Gpus::through_zeusd() const {
-  const auto* nvml = dynamic_cast<const device::nvml::NvmlGpuSet*>(set_.get());
-  const auto* endpoint = nvml != nullptr ? nvml->through_zeusd() : nullptr;
-  return endpoint != nullptr ? endpoint->describe() : "";
+  return set_->limits_through();
 }
 
 namespace {

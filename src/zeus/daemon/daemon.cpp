@@ -1,21 +1,26 @@
 #include "zeus/daemon/daemon.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/daemon/command_overrides.h"
-#include "zeus/daemon/nvml/nvml_gpu_control.h"
+#include "zeus/daemon/gpu_set_control.h"
+#include "zeus/device/discovery.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
 
 namespace zeus::daemon {
 
 namespace {
 
-// A machine without GPUs (no driver, or no NVML): zeusd still serves CPUs and the clock.
+// A machine without GPUs (no driver, no backend's library): zeusd still serves CPUs and the
+// clock.
 class NoGpus final : public GpuControl {
  public:
   int count() const override { return 0; }
@@ -64,14 +69,15 @@ CommandOverrides overrides_of(const DaemonOptions& o) {
 std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, const CommandOverrides& overrides,
                                       std::string* why_none) {
   try {
-    std::unique_ptr<GpuControl> gpus = std::make_unique<nvml::NvmlGpuControl>(o.nvml);
+    std::unique_ptr<GpuControl> gpus = std::make_unique<GpuSetControl>(device::open_gpu_set(
+        o.gpu_backend, {.respect_visible_devices = false, .zeusd_from_env = false}));
     if (gpus->count() > 0) {
       if (!overrides.empty()) {
         gpus = with_command_overrides(std::move(gpus), overrides);
       }
       return gpus;
     }
-    *why_none = "NVML lists no GPUs";
+    *why_none = fmt::format("--gpu-backend {} lists no GPUs", o.gpu_backend);
   } catch (const Error& e) {
     *why_none = e.what();
   }
@@ -127,6 +133,20 @@ void check_privileges(const DaemonOptions& o, const CommandOverrides& overrides)
 }
 
 }  // namespace
+
+std::string check_gpu_backend(const std::string& name) {
+  std::vector<std::string> machine{"auto"};
+  for (const device::GpuBackend& b : device::gpu_backends()) {
+    if (b.machine) {
+      machine.push_back(b.name);
+    }
+  }
+  if (std::find(machine.begin(), machine.end(), name) == machine.end()) {
+    throw ConfigError(
+        fmt::format("--gpu-backend {}: this zeusd drives {}", name, fmt::join(machine, ", ")));
+  }
+  return name;
+}
 
 Inventory inspect(const DaemonOptions& options) {
   Inventory inv;
@@ -209,8 +229,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
       *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json"});
   api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_, jobs_.get());
   if (!options_.metrics.bind_address.empty()) {
-    metrics_ =
-        std::make_unique<NodeMetrics>(options_.metrics, options_.nvml, cpus_.get(), *leases_);
+    metrics_ = std::make_unique<NodeMetrics>(options_.metrics, options_.gpu_backend, cpus_.get(),
+                                             *leases_);
   }
   server_ = std::make_unique<http::Server>(
       options_.server, [this](const http::Request& r) { return api_->handle(r); });

@@ -10,7 +10,6 @@
 #include "zeus/daemon/api.h"
 #include "zeus/daemon/node_metrics.h"
 #include "zeus/daemon/power_streams.h"
-#include "zeus/device/nvml/nvml_library.h"
 #include "zeus/http/server.h"
 
 namespace zeus::daemon {
@@ -25,7 +24,9 @@ struct DaemonOptions {
   bool require_gpu_process = false;
   // Zeus 0.16's TOML of commands replacing NVML setters (command_overrides.h); empty: none.
   std::filesystem::path gpu_command_overrides;
-  device::nvml::NvmlLibraryOptions nvml;
+  // The GPUs' backend: "auto" (the first of the registry's machine backends that shows a GPU)
+  // or a registered machine backend's name (check_gpu_backend).
+  std::string gpu_backend = "auto";
   // Powercap root; empty: /zeus_sys/class/powercap when it exists (upstream's container
   // convention), else $ZEUS_RAPL_ROOT or /sys/class/powercap.
   std::filesystem::path rapl_root;
@@ -41,6 +42,10 @@ struct Inventory {
   bool ok = true;  // false: it would not start (the lines say why)
 };
 Inventory inspect(const DaemonOptions& options);
+
+// `name` when it is "auto" or a machine backend of the registry (--gpu-backend), else a
+// ConfigError listing those.
+std::string check_gpu_backend(const std::string& name);
 
 class Daemon {
  public:

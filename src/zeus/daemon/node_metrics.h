@@ -1,4 +1,4 @@
-// zeusd's metrics endpoint (--metrics-bind-address): the node sampler over NVML and the
+// zeusd's metrics endpoint (--metrics-bind-address): the node sampler over the GPUs and the
 // daemon's RAPL packages, with the daemon's leases as the holder info series, served over TCP
 // beside the API.
 #pragma once
@@ -10,7 +10,6 @@
 
 #include "zeus/daemon/lease_keeper.h"
 #include "zeus/device/cpu_set.h"
-#include "zeus/device/nvml/nvml_library.h"
 #include "zeus/exporter/metrics_server.h"
 #include "zeus/metrics/gpu_telemetry.h"
 #include "zeus/metrics/node_sampler.h"
@@ -25,10 +24,11 @@ struct MetricsOptions {
 
 class NodeMetrics {
  public:
-  // `cpus` may be null. The GPUs are opened through NVML again (telemetry beyond what the API
-  // reads); a machine without NVML serves the CPU families, and the GPU ones without series.
-  NodeMetrics(const MetricsOptions& options, const device::nvml::NvmlLibraryOptions& nvml,
-              device::CpuSet* cpus, const LeaseKeeper& leases);
+  // `cpus` may be null. The GPUs are opened again from the registry (`gpu_backend`, as zeusd's
+  // --gpu-backend; telemetry beyond what the API reads); a machine without GPUs serves the CPU
+  // families, and the GPU ones without series.
+  NodeMetrics(const MetricsOptions& options, const std::string& gpu_backend, device::CpuSet* cpus,
+              const LeaseKeeper& leases);
   ~NodeMetrics();
   NodeMetrics(const NodeMetrics&) = delete;
   NodeMetrics& operator=(const NodeMetrics&) = delete;

@@ -4,37 +4,16 @@
 #include <fmt/ranges.h>
 
 #include "zeus/common/errors.h"
-#include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
+#include "zeus/device/zeusd/zeusd_gpu_set.h"
 #include "zeus/trace/power_trace.h"
 
 namespace zeus::device {
 
 std::vector<BackendStatus> discover_gpu_backends() {
   std::vector<BackendStatus> out;
-  try {
-    nvml::NvmlGpuSet gpus;
-    std::vector<std::string> names;
-    for (int i = 0; i < gpus.count(); ++i) {
-      names.push_back(fmt::format("{}: {} ({})", i, gpus.name(i), gpus.uuid(i)));
-    }
-    out.push_back({"nvml", gpus.count() > 0,
-                   gpus.count() > 0
-                       ? fmt::format("{} GPU(s) via {}: {}", gpus.count(), gpus.library().path(),
-                                     fmt::join(names, "; "))
-                       : fmt::format("NVML loaded from {} but shows no GPU to this process "
-                                     "(check CUDA_VISIBLE_DEVICES)",
-                                     gpus.library().path())});
-  } catch (const Error& e) {
-    out.push_back({"nvml", false, e.what()});
-  }
-  try {
-    const auto dir = trace::trace_dir();
-    out.push_back({"sim", true,
-                   fmt::format("simulated {} from the traces in {} (--device sim:<gpu>)",
-                               fmt::join(trace::trace_gpu_models(), ", "), dir.string())});
-  } catch (const Error& e) {
-    out.push_back({"sim", false, e.what()});
+  for (const GpuBackend& b : gpu_backends()) {
+    out.push_back(b.probe());
   }
   return out;
 }
@@ -52,29 +31,65 @@ BackendStatus discover_cpu_backend() {
   }
 }
 
-std::unique_ptr<GpuSet> open_gpu_set(std::string_view locator, const OpenGpuSetOptions& options) {
-  if (locator == "nvml" || locator == "auto") {
-    nvml::NvmlGpuSetOptions nvml_options;
-    nvml_options.respect_visible_devices = options.respect_visible_devices;
-    if (locator == "nvml") {
-      return std::make_unique<nvml::NvmlGpuSet>(nvml_options);
+namespace {
+
+std::unique_ptr<GpuSet> open_machine(const GpuBackend& b, std::string_view locator,
+                                     const OpenGpuSetOptions& options) {
+  std::unique_ptr<GpuSet> set = b.open(locator, options);
+  if (options.zeusd_from_env) {
+    if (const auto endpoint = zeusd::ZeusdEndpoint::from_env()) {
+      return std::make_unique<zeusd::ZeusdGpuSet>(std::move(set), *endpoint);
+    }
+  }
+  return set;
+}
+
+// "auto": the machine backends in registration order.
+std::unique_ptr<GpuSet> open_auto(const OpenGpuSetOptions& options) {
+  std::unique_ptr<GpuSet> empty;  // the first that opened without a GPU
+  std::vector<std::string> reasons;
+  for (const GpuBackend& b : gpu_backends()) {
+    if (!b.machine) {
+      continue;
     }
     try {
-      return std::make_unique<nvml::NvmlGpuSet>(nvml_options);
+      auto set = open_machine(b, b.name, options);
+      if (set->count() > 0) {
+        return set;
+      }
+      reasons.push_back(fmt::format("{}: no GPU visible", b.name));
+      if (!empty) {
+        empty = std::move(set);
+      }
     } catch (const NotSupported& e) {
-      throw ConfigError(fmt::format("no GPU backend available: {}", e.what()));
+      reasons.push_back(fmt::format("{}: {}", b.name, e.what()));
     }
   }
-  if (locator.rfind("sim:", 0) == 0) {
-    sim::SimGpuSetOptions sim_options = sim::parse_sim_spec(locator);
-    sim_options.clock = options.sim_clock;
-    sim_options.start_busy = options.sim_start_busy;
-    return std::make_unique<sim::SimGpuSet>(std::move(sim_options));
+  if (empty) {
+    return empty;
   }
   throw ConfigError(fmt::format(
-      "unknown device '{}'; use nvml, auto, or sim:<gpu>[:<workload>[:<batch size>]] with gpu "
-      "one of {}",
-      locator, fmt::join(trace::trace_gpu_models(), ", ")));
+      "no GPU backend available ({}); on a machine without GPUs pass --device sim:v100 to "
+      "simulate one",
+      fmt::join(reasons, "; ")));
+}
+
+}  // namespace
+
+std::unique_ptr<GpuSet> open_gpu_set(std::string_view locator, const OpenGpuSetOptions& options) {
+  if (locator == "auto") {
+    return open_auto(options);
+  }
+  if (const GpuBackend* b = find_gpu_backend(locator)) {
+    return b->machine ? open_machine(*b, locator, options) : b->open(locator, options);
+  }
+  std::vector<std::string> forms{"auto"};
+  for (const GpuBackend& b : gpu_backends()) {
+    forms.push_back(b.syntax);
+  }
+  throw ConfigError(fmt::format("unknown device '{}'; use {} (simulated GPUs: {})", locator,
+                                fmt::join(forms, ", "),
+                                fmt::join(trace::trace_gpu_models(), ", ")));
 }
 
 }  // namespace zeus::device

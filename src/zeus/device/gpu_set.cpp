@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/power.h"
 
 namespace zeus::device {
 
@@ -28,6 +29,44 @@ void GpuSet::check_limit(int gpu, int64_t limit_mw, PowerLimitRange range) const
 
 void GpuSet::validate_power_limit_mw(int gpu, int64_t limit_mw) {
   check_limit(gpu, limit_mw, power_limit_constraints_mw(gpu));
+}
+
+int GpuSet::machine_index(int gpu) const {
+  check_index(gpu);
+  return gpu;
+}
+
+std::string GpuSet::pci_address(int gpu) const {
+  check_index(gpu);
+  return {};
+}
+
+std::optional<std::string> GpuSet::mig_parent_uuid(std::string_view /*instance_uuid*/) const {
+  return std::nullopt;
+}
+
+GpuCapabilities GpuSet::capabilities(int gpu) const {
+  GpuCapabilities c;
+  c.energy_counter = has_energy_counter(gpu);
+  return c;
+}
+
+GpuReading GpuSet::read(int gpu) {
+  GpuReading r;
+  r.power_w = mw_to_w(power_mw(gpu));
+  if (const auto energy_mj = this->energy_mj(gpu)) {
+    r.energy_j = mj_to_j(*energy_mj);
+  }
+  r.power_limit_w = mw_to_w(power_limit_mw(gpu));
+  const PowerLimitRange range = power_limit_constraints_mw(gpu);
+  r.power_limit_min_w = mw_to_w(range.min_mw);
+  r.power_limit_max_w = mw_to_w(range.max_mw);
+  return r;
+}
+
+std::vector<pid_t> GpuSet::compute_pids(int gpu) {
+  check_index(gpu);
+  return {};
 }
 
 namespace {

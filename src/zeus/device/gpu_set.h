@@ -1,10 +1,14 @@
 // What zeus-cpp can measure and control on the GPUs a process sees.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "zeus/common/power.h"
 
@@ -12,8 +16,42 @@ namespace zeus::device {
 
 using zeus::PowerLimitRange;  // common/power.h
 
+// What one GPU can do, probed once when its set opens. A reading the GPU lacks is left empty
+// (GpuReading) or falls back (power_mw's average, energy integrated from power); a change it
+// lacks throws NotSupported naming the GPU and the call.
+struct GpuCapabilities {
+  bool instant_power = false;      // power_mw() is instantaneous, not a windowed average
+  bool energy_counter = false;     // energy_mj() reads a hardware counter
+  bool power_limit = true;         // the limit can be read, and set with privileges
+  bool clocks = false;             // locked clocks can be set and reset
+  bool persistence = false;        // the persistence mode can be read and set
+  bool temperature = false;        // GpuReading::temperature_c
+  bool throttle_counters = false;  // GpuReading::{power,thermal}_throttle_s
+};
+
+// What the metrics exporter reads of a GPU on one tick. Every reading is optional (a GPU without
+// that sensor, a driver without that call).
+struct GpuReading {
+  std::optional<double> power_w;
+  // The GPU's energy counter (J since the driver loaded); absent: the sampler integrates power.
+  std::optional<double> energy_j;
+  std::optional<double> power_limit_w;
+  std::optional<double> power_limit_min_w;
+  std::optional<double> power_limit_max_w;
+  std::optional<double> temperature_c;
+  std::optional<double> sm_clock_hz;
+  std::optional<double> memory_clock_hz;
+  // Time the clocks were held down by the power limit / by temperature, cumulative, in s.
+  std::optional<double> power_throttle_s;
+  std::optional<double> thermal_throttle_s;
+};
+
 // The GPUs one process may see, indexed 0..count()-1 in the order the user sees them (CUDA's
-// order after CUDA_VISIBLE_DEVICES). Backends: nvml/ (real GPUs), sim/ (trace-backed).
+// order after CUDA_VISIBLE_DEVICES), or every GPU of the machine (zeusd, the exporter,
+// `zeus restore-limits`). The one interface of the device layer: each backend (nvml/, sim/; see
+// registry.h) implements reading and changing once, and zeusd's GpuControl, the exporter's
+// GpuTelemetry and the job's GPUs are views of it. zeusd/zeusd_gpu_set.h routes the changes of
+// any backend through the node daemon.
 //
 // Contract: every method may be called from any thread, concurrently (the power monitor samples
 // on its own thread while the trainer sets limits). An index outside 0..count()-1 throws
@@ -34,6 +72,17 @@ class GpuSet {
   virtual std::string uuid(int gpu) const = 0;
   // One line on how this GPU is read, e.g. "power: instant field 186; energy: counter".
   virtual std::string describe(int gpu) const = 0;
+  // The GPU's index among all of the machine's GPUs in its backend's order (NVML's index, the
+  // `gpu` label of the exporter, the GPU id of zeusd's wire API). Default: `gpu`.
+  virtual int machine_index(int gpu) const;
+  // "0000:01:00.0" (domain:bus:device.0, lower-case hex), or "" where the backend has none.
+  virtual std::string pci_address(int gpu) const;
+  // The UUID of the GPU holding MIG (or partition) instance `instance_uuid`, or std::nullopt
+  // (unknown instance, or a backend without instances).
+  virtual std::optional<std::string> mig_parent_uuid(std::string_view instance_uuid) const;
+  // Where changes go when not to the GPU directly ("zeusd at /run/zeusd.sock"), else "".
+  virtual std::string limits_through() const { return {}; }
+  virtual GpuCapabilities capabilities(int gpu) const;
 
   // Current power draw in mW.
   virtual int64_t power_mw(int gpu) = 0;
@@ -49,6 +98,12 @@ class GpuSet {
   // Sets the limit. Outside the constraints: ConfigError naming the range. Without root or
   // CAP_SYS_ADMIN: PermissionError that says so. Never a silent no-op.
   virtual void set_power_limit_mw(int gpu, int64_t limit_mw) = 0;
+
+  // One tick of the exporter: power, energy, limits, and whatever else capabilities() has.
+  // Throws when the GPU fails as a whole (lost); a reading it lacks is left empty.
+  virtual GpuReading read(int gpu);
+  // Processes with a compute context on the GPU (empty where the backend cannot tell).
+  virtual std::vector<pid_t> compute_pids(int gpu);
 
   // Settings beyond the power limit (Zeus 0.16's GPU objects offer them; zeus-cpp's own jobs
   // never need them). The defaults throw NotSupported naming the GPU and the call; NVML

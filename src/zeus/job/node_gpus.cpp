@@ -15,8 +15,8 @@
 #include "zeus/common/power.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/device/discovery.h"
-#include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/device/visible_devices.h"
 #include "zeus/job/run_dirs.h"
 
 namespace zeus::job {
@@ -27,20 +27,24 @@ std::string describe_visible() {
   return v ? "'" + *v + "'" : std::string("unset");
 }
 
-bool is_nvml(const std::string& device) {
-  return device == "auto" || device == "nvml";
+// "auto" or a backend of the machine's real GPUs (the registry's), which the job matches to its
+// ranks' CUDA devices by UUID.
+bool is_machine(const std::string& device) {
+  const device::GpuBackend* b = device::find_gpu_backend(device);
+  return device == "auto" || (b != nullptr && b->machine);
 }
 
 }  // namespace
 
 // Note [which GPUs a node owns]:
-//   1. Every rank finds the NVML index of the GPU it trains on: by the CUDA runtime's UUID when
-//      it trains on CUDA, else (a CPU rank) the GPU CUDA would number `local rank` under its
-//      CUDA_VISIBLE_DEVICES; -1 when it has none. Every rank opens NVML for this (its
-//      CUDA_VISIBLE_DEVICES may differ from the local master's: `zeus run --devices`).
-//   2. One all-reduce of (node rank + 1, NVML index + 1) slots per global rank: every rank then
-//      knows which GPUs each node's ranks use.
-//   3. Each local master opens exactly its node's distinct GPUs, in NVML order, and owns them.
+//   1. Every rank finds the machine index (NVML's) of the GPU it trains on: by the CUDA
+//      runtime's UUID when it trains on CUDA, else (a CPU rank) the GPU CUDA would number `local
+//      rank` under its CUDA_VISIBLE_DEVICES; -1 when it has none. Every rank opens the machine's
+//      GPUs for this (its CUDA_VISIBLE_DEVICES may differ from the local master's: `zeus run
+//      --devices`).
+//   2. One all-reduce of (node rank + 1, machine index + 1) slots per global rank: every rank
+//      then knows which GPUs each node's ranks use.
+//   3. Each local master opens exactly its node's distinct GPUs, in machine order, and owns them.
 //   Errors in 1 and 3 are agreed on, so every rank throws before training.
 NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
                    const RankDevice& device)
@@ -49,12 +53,11 @@ NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
     agree(collectives, "opening the simulated GPUs", [&] { open_simulated(); });
     return;
   }
-  if (!is_nvml(o_.device)) {
+  if (!is_machine(o_.device)) {
     agree(collectives, "opening the GPUs", [&] {
       (void)device::open_gpu_set(o_.device, {});  // its ConfigError names what is accepted
       throw ConfigError(
-          fmt::format("device '{}': zeus::DataLoader controls GPUs through auto, nvml or sim:<gpu>",
-                      o_.device));
+          fmt::format("device '{}': zeus::DataLoader controls real GPUs or sim:<gpu>", o_.device));
     });
   }
   int mine = -1;
@@ -64,17 +67,17 @@ NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
   slots[2 * static_cast<size_t>(ranks_.rank)] = ranks_.node_rank + 1;
   slots[2 * static_cast<size_t>(ranks_.rank) + 1] = mine + 1;
   collectives.all_reduce_sum(slots);
-  std::vector<int> nvml_of_rank;  // this node's ranks' GPUs, by local position
+  std::vector<int> gpu_of_rank;  // this node's ranks' GPUs, by local position
   std::vector<int> node_ranks;
   for (size_t r = 0; r < w; ++r) {
     if (static_cast<int>(slots[2 * r]) - 1 == ranks_.node_rank) {
       node_ranks.push_back(static_cast<int>(r));
-      nvml_of_rank.push_back(static_cast<int>(slots[2 * r + 1]) - 1);
+      gpu_of_rank.push_back(static_cast<int>(slots[2 * r + 1]) - 1);
     }
   }
   agree(collectives, "opening the node's GPUs", [&] {
     if (ranks_.is_local_master()) {
-      take_node_gpus(nvml_of_rank, node_ranks);
+      take_node_gpus(gpu_of_rank, node_ranks);
     }
   });
 }
@@ -109,8 +112,13 @@ void NodeGpus::open_simulated() {
 }
 
 int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
-  const device::nvml::NvmlGpuSet machine({.respect_visible_devices = false});
-  device::nvml::CudaDeviceRef ref;
+  const auto machine =
+      device::open_gpu_set(o_.device, {.respect_visible_devices = false, .zeusd_from_env = false});
+  std::vector<device::MachineGpuIdentity> gpus;
+  for (int g = 0; g < machine->count(); ++g) {
+    gpus.push_back({machine->uuid(g), machine->name(g)});
+  }
+  device::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
   ref.visible_devices = get_env_set(kEnvCudaVisibleDevices);
   ref.device_order = get_env_set(kEnvCudaDeviceOrder);
@@ -120,63 +128,62 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
                               ref.visible_devices->find(',') == std::string::npos &&
                               !ref.visible_devices->empty();
   ref.index = device.cuda_index.value_or(one_of_its_own ? 0 : ranks_.local_rank);
-  const auto match = device::nvml::match_cuda_device(
-      ref, machine.machine_gpus(),
-      [&](std::string_view mig) { return machine.mig_parent_uuid(mig); });
+  const auto match = device::match_cuda_device(
+      ref, gpus, [&](std::string_view mig) { return machine->mig_parent_uuid(mig); });
   if (!match) {
     logger().warn(
         "rank {} (local rank {}) has no GPU of its own ({} GPU(s) on the machine, "
         "CUDA_VISIBLE_DEVICES {}); it is not measured",
-        ranks_.rank, ranks_.local_rank, machine.count(), describe_visible());
+        ranks_.rank, ranks_.local_rank, machine->count(), describe_visible());
     return -1;
   }
   if (match->note) {
     logger().warn("rank {}: {}", ranks_.rank, *match->note);
   }
-  const auto& gpu = machine.machine_gpus()[static_cast<size_t>(match->nvml_index)];
-  logger().debug("rank {} trains on NVML GPU {} ({}, {}), found {}", ranks_.rank, match->nvml_index,
-                 gpu.uuid, gpu.name, match->how);
-  return match->nvml_index;
+  const auto& gpu = gpus[static_cast<size_t>(match->machine_index)];
+  logger().debug("rank {} trains on the machine's GPU {} ({}, {}), found {}", ranks_.rank,
+                 match->machine_index, gpu.uuid, gpu.name, match->how);
+  return match->machine_index;
 }
 
-// Local master: opens (NVML) or keeps (sim) the node's GPUs, checks them, and sets up the guard
-// and the energy monitor.
-void NodeGpus::take_node_gpus(const std::vector<int>& nvml_of_rank, const std::vector<int>& ranks) {
+// Local master: opens (real GPUs) or keeps (sim) the node's GPUs, checks them, and sets up the
+// guard and the energy monitor.
+void NodeGpus::take_node_gpus(const std::vector<int>& gpu_of_rank, const std::vector<int>& ranks) {
   if (!sim_) {
     std::set<int> distinct;
     std::vector<int> unmeasured;
-    for (size_t i = 0; i < nvml_of_rank.size(); ++i) {
-      if (nvml_of_rank[i] >= 0) {
-        distinct.insert(nvml_of_rank[i]);
+    for (size_t i = 0; i < gpu_of_rank.size(); ++i) {
+      if (gpu_of_rank[i] >= 0) {
+        distinct.insert(gpu_of_rank[i]);
       } else {
         unmeasured.push_back(ranks[i]);
       }
     }
     if (distinct.empty()) {
       throw ConfigError(fmt::format(
-          "node {}: none of its ranks ({}) uses a GPU that NVML sees (CUDA_VISIBLE_DEVICES {}); "
+          "node {}: none of its ranks ({}) uses a GPU of this machine (CUDA_VISIBLE_DEVICES {}); "
           "train on GPUs, or pass --device sim:<gpu> (ZEUS_DEVICE) to simulate",
           ranks_.node_rank, fmt::join(ranks, ","), describe_visible()));
     }
     if (!unmeasured.empty()) {
-      logger().warn("node {}: rank(s) {} use no GPU NVML sees; only the others' GPUs are measured",
-                    ranks_.node_rank, fmt::join(unmeasured, ","));
+      logger().warn(
+          "node {}: rank(s) {} use no GPU of this machine; only the others' GPUs are measured",
+          ranks_.node_rank, fmt::join(unmeasured, ","));
     }
     const std::vector<int> indices(distinct.begin(), distinct.end());
-    auto nvml = std::make_unique<device::nvml::NvmlGpuSet>(
-        device::nvml::NvmlGpuSetOptions{.nvml_indices = indices});
-    for (int g = 0; g < nvml->count(); ++g) {
+    auto gpus = device::open_gpu_set(o_.device, {.machine_indices = indices});
+    for (int g = 0; g < gpus->count(); ++g) {
       owned_.push_back(g);
-      logger().info("node {} owns GPU {} ({}, {}, NVML index {}) for its ranks", ranks_.node_rank,
-                    g, nvml->uuid(g), nvml->name(g), nvml->nvml_index(g));
+      logger().info("node {} owns GPU {} ({}, {}, machine index {}) for its ranks",
+                    ranks_.node_rank, g, gpus->uuid(g), gpus->name(g), gpus->machine_index(g));
     }
-    if (const auto* zeusd = nvml->through_zeusd()) {
+    if (const std::string through = gpus->limits_through(); !through.empty()) {
       logger().info(
           "node {}: power limits are set through {} (it restores them when this job's "
           "processes end)",
-          ranks_.node_rank, zeusd->describe());
+          ranks_.node_rank, through);
     }
-    gpus_ = std::move(nvml);
+    gpus_ = std::move(gpus);
   }
   range_ = gpus_->power_limit_constraints_mw(owned_.front());
   for (int g : owned_) {

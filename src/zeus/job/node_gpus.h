@@ -1,8 +1,8 @@
 // The GPUs of one node as an energy-optimized job uses them. Exactly the physical GPUs the node's
-// ranks train on belong to the job, matched from each rank's CUDA device to NVML by UUID (or,
-// for a rank without a CUDA runtime, through CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA
-// reads them); the node's local master owns them. Ownership only: their power limits and journal
-// are NodeLimits' (node_limits.h), their energy windows and power logs NodeMeter's
+// ranks train on belong to the job, matched from each rank's CUDA device to the machine's GPUs by
+// UUID (or, for a rank without a CUDA runtime, through CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+// as CUDA reads them); the node's local master owns them. Ownership only: their power limits and
+// journal are NodeLimits' (node_limits.h), their energy windows and power logs NodeMeter's
 // (node_meter.h). Simulated GPUs (sim:) are one per local rank. No libtorch: what a rank trains
 // on reaches this unit as a RankDevice from zeus_torch.
 #pragma once
@@ -58,14 +58,14 @@ class NodeGpus {
   const std::vector<int>& owned() const { return owned_; }
   const RankInfo& ranks() const { return ranks_; }
 
-  // Simulated GPUs (one per local rank; every rank holds them, for its clock): null on NVML.
+  // Simulated GPUs (one per local rank; every rank holds them, for its clock): null on real GPUs.
   bool simulated() const { return sim_ != nullptr; }
   device::sim::SimGpuSet* sim_gpus() { return sim_; }
 
  private:
   void open_simulated();
   int resolve_rank_gpu(const RankDevice& device);
-  void take_node_gpus(const std::vector<int>& nvml_indices, const std::vector<int>& ranks);
+  void take_node_gpus(const std::vector<int>& machine_indices, const std::vector<int>& ranks);
 
   ResolvedJobOptions o_;
   RankInfo ranks_;

@@ -186,7 +186,7 @@ LaunchContext default_launch_context() {
   context.cpu_count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   context.count_gpus = [] {
     try {
-      return device::open_gpu_set("nvml", {})->count();
+      return device::open_gpu_set("auto", {.zeusd_from_env = false})->count();
     } catch (const Error&) {
       return 0;  // no driver, no GPU: auto means one CPU worker
     }

@@ -1,8 +1,9 @@
-// GpuTelemetry over a device::GpuSet (simulated GPUs, GPUs read through zeusd): power, energy
-// and the power limit, which is what a GpuSet offers. Indices are the set's (CUDA's order); the
-// `gpu` label is that index. On a real node the exporter uses NVML's telemetry instead.
+// GpuTelemetry over a device::GpuSet: the exporter's view of any backend's GPUs (NVML, the
+// simulator, AMD's). What it reads is what the backend's GpuSet::read() offers (its
+// capabilities); the `gpu` label is the GPU's machine index.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "zeus/device/gpu_set.h"
@@ -14,12 +15,15 @@ class GpuSetTelemetry final : public GpuTelemetry {
  public:
   // `gpus` must outlive this object.
   explicit GpuSetTelemetry(device::GpuSet& gpus);
+  // Owns the set (zeusd's metrics listener opens the machine's GPUs for itself).
+  explicit GpuSetTelemetry(std::unique_ptr<device::GpuSet> gpus);
 
   int count() const override { return static_cast<int>(identities_.size()); }
   const GpuIdentity& identity(int gpu) const override;
   GpuReading read(int gpu) override;
 
  private:
+  std::unique_ptr<device::GpuSet> owned_;
   device::GpuSet& gpus_;
   std::vector<GpuIdentity> identities_;
 };

@@ -1,33 +1,22 @@
 // What the node exporter reads of a GPU: identity once, readings on each sampler tick. Every
-// reading is optional (a GPU without that sensor, a driver without that call).
+// reading is optional (a GPU without that sensor, a driver without that call). The one
+// implementation over real GPUs is GpuSetTelemetry, a view of the device layer's GpuSet.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
+
+#include "zeus/device/gpu_set.h"
 
 namespace zeus::metrics {
 
 struct GpuIdentity {
-  int index = 0;  // NVML's index: the `gpu` label (what nvidia-smi and DCGM call the GPU)
+  int index = 0;  // the machine's index: the `gpu` label (what nvidia-smi and DCGM call it)
   std::string uuid;
   std::string name;
 };
 
-struct GpuReading {
-  std::optional<double> power_w;
-  // NVML's energy counter (J since the driver loaded); absent: the sampler integrates power.
-  std::optional<double> energy_j;
-  std::optional<double> power_limit_w;
-  std::optional<double> power_limit_min_w;
-  std::optional<double> power_limit_max_w;
-  std::optional<double> temperature_c;
-  std::optional<double> sm_clock_hz;
-  std::optional<double> memory_clock_hz;
-  // Time the clocks were held down by the power limit / by temperature, cumulative, in s.
-  std::optional<double> power_throttle_s;
-  std::optional<double> thermal_throttle_s;
-};
+// One tick's readings (the device layer's: device/gpu_set.h).
+using GpuReading = device::GpuReading;
 
 // Contract: read() may be called from one sampling thread while identity() is called from
 // others. A GPU that fails as a whole (lost, its reads failing) throws the common error tree

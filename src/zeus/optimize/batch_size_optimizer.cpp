@@ -1,9 +1,7 @@
 #include "zeus/optimize/batch_size_optimizer.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
-#include "zeus/common/posix.h"
 
 namespace zeus::optimize {
 
@@ -45,18 +41,6 @@ BatchSizeObservation observation_from_json_line(std::string_view line, std::stri
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not a batch-size observation ({})", where, e.what()));
   }
-}
-
-void append_history(const std::filesystem::path& path, const BatchSizeObservation& obs) {
-  append_line_durable(path, to_json_line(obs), "batch-size history");
-}
-
-std::vector<BatchSizeObservation> read_history(const std::filesystem::path& path) {
-  std::vector<BatchSizeObservation> out;
-  for_each_line(path, [&](std::string_view line, const std::string& where) {
-    out.push_back(observation_from_json_line(line, where));
-  });
-  return out;
 }
 
 BatchSizeOptimizer::BatchSizeOptimizer(BatchSizeOptimizerOptions options)

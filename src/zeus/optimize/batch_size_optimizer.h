@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -48,11 +47,7 @@ std::string to_json_line(const BatchSizeObservation& obs);
 // Throws ConfigError naming `where` (file:line) for a malformed line.
 BatchSizeObservation observation_from_json_line(std::string_view line, std::string_view where);
 
-// The history file of a recurring job: one JSON line per try. append_history() adds a line with
-// one O_APPEND write and fsync, so a crash leaves whole lines only; read_history() throws
-// ConfigError naming file:line for a malformed line, and returns {} when the file is missing.
-void append_history(const std::filesystem::path& path, const BatchSizeObservation& obs);
-std::vector<BatchSizeObservation> read_history(const std::filesystem::path& path);
+// The history file of these lines is contract/bso_history.h's (optimize/ does no file I/O).
 
 // Contract: alternate next_batch_size() and observe() for the same batch size. Not thread-safe.
 class BatchSizeOptimizer {

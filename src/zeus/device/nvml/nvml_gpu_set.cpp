@@ -12,12 +12,6 @@
 namespace zeus::device::nvml {
 NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     : lib_(std::make_unique<NvmlLibrary>(options.library)) {
-  if (!options.zeusd && options.zeusd_from_env) {
-    options.zeusd = zeusd::ZeusdEndpoint::from_env();
-  }
-  if (options.zeusd) {
-    zeusd_ = std::make_unique<zeusd::ZeusdClient>(*options.zeusd);
-  }
   const NvmlApi& api = lib_->api();
   const std::vector<NvmlDevice> devices = list_devices(*lib_);
   const auto count = static_cast<unsigned int>(devices.size());
@@ -31,7 +25,6 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     g.uuid = devices[i].uuid;
     g.name = devices[i].name;
     uuids[i] = g.uuid;
-    machine_.push_back({g.uuid, g.name});
   }
 
   std::vector<int> visible;
@@ -61,15 +54,21 @@ NvmlGpuSet::NvmlGpuSet(NvmlGpuSetOptions options)
     Gpu g = all[static_cast<size_t>(index)];
     // Probe the optional readings once; a GPU that answers NOT_SUPPORTED keeps the fallback.
     if (api.device_get_field_values != nullptr) {
-      nvmlFieldValue_t field{};
-      field.fieldId = kNvmlFieldPowerInstant;
-      g.instant_power = api.device_get_field_values(g.handle, 1, &field) == NVML_SUCCESS &&
-                        field.nvmlReturn == NVML_SUCCESS;
+      std::array<nvmlFieldValue_t, 2> fields{};
+      fields[0].fieldId = kNvmlFieldPowerInstant;
+      fields[1].fieldId = kNvmlFieldThrottlePowerNs;
+      if (api.device_get_field_values(g.handle, 2, fields.data()) == NVML_SUCCESS) {
+        g.can.instant_power = fields[0].nvmlReturn == NVML_SUCCESS;
+        g.can.throttle_counters = fields[1].nvmlReturn == NVML_SUCCESS;
+      }
     }
     if (api.device_get_total_energy != nullptr) {
       unsigned long long energy = 0;
-      g.energy_counter = api.device_get_total_energy(g.handle, &energy) == NVML_SUCCESS;
+      g.can.energy_counter = api.device_get_total_energy(g.handle, &energy) == NVML_SUCCESS;
     }
+    g.can.clocks = api.device_set_gpu_locked_clocks != nullptr;
+    g.can.persistence = api.device_get_persistence_mode != nullptr;
+    g.can.temperature = api.device_get_temperature != nullptr;
     gpus_.push_back(std::move(g));
   }
 }
@@ -115,17 +114,33 @@ std::string NvmlGpuSet::uuid(int gpu) const {
 
 std::string NvmlGpuSet::describe(int gpu) const {
   const Gpu& g = gpu_at(gpu);
-  return fmt::format("NVML index {}; power: {}; energy: {}; limits set by {}", g.nvml_index,
-                     g.instant_power ? "instantaneous (field 186)"
-                                     : "nvmlDeviceGetPowerUsage (a 1 s average on recent GPUs)",
-                     g.energy_counter ? "hardware counter" : "integrated from power samples",
-                     zeusd_ ? zeusd_->endpoint().describe() : std::string("NVML"));
+  return fmt::format("NVML index {}; power: {}; energy: {}", g.nvml_index,
+                     g.can.instant_power ? "instantaneous (field 186)"
+                                         : "nvmlDeviceGetPowerUsage (a 1 s average on recent GPUs)",
+                     g.can.energy_counter ? "hardware counter" : "integrated from power samples");
+}
+
+std::string NvmlGpuSet::pci_address(int gpu) const {
+  const Gpu& g = gpu_at(gpu);
+  if (lib_->api().device_get_pci_info == nullptr) {
+    return {};
+  }
+  nvmlPciInfo_t pci{};
+  if (lib_->api().device_get_pci_info(g.handle, &pci) != NVML_SUCCESS) {
+    return {};
+  }
+  // Upstream's format: {:04x}:{:02x}:{:02x}.0
+  return fmt::format("{:04x}:{:02x}:{:02x}.0", pci.domain, pci.bus, pci.device);
+}
+
+GpuCapabilities NvmlGpuSet::capabilities(int gpu) const {
+  return gpu_at(gpu).can;
 }
 
 int64_t NvmlGpuSet::power_mw(int gpu) {
   const Gpu& g = gpu_at(gpu);
   const NvmlApi& api = lib_->api();
-  if (g.instant_power) {
+  if (g.can.instant_power) {
     nvmlFieldValue_t field{};
     field.fieldId = kNvmlFieldPowerInstant;
     check_nvml(*lib_, api.device_get_field_values(g.handle, 1, &field), "nvmlDeviceGetFieldValues",
@@ -145,12 +160,12 @@ int64_t NvmlGpuSet::power_mw(int gpu) {
 }
 
 bool NvmlGpuSet::has_energy_counter(int gpu) const {
-  return gpu_at(gpu).energy_counter;
+  return gpu_at(gpu).can.energy_counter;
 }
 
 std::optional<int64_t> NvmlGpuSet::energy_mj(int gpu) {
   const Gpu& g = gpu_at(gpu);
-  if (!g.energy_counter) {
+  if (!g.can.energy_counter) {
     return std::nullopt;
   }
   unsigned long long mj = 0;
@@ -184,10 +199,6 @@ int64_t NvmlGpuSet::default_power_limit_mw(int gpu) {
 
 void NvmlGpuSet::set_power_limit_mw(int gpu, int64_t limit_mw) {
   validate_power_limit_mw(gpu, limit_mw);
-  if (zeusd_) {
-    zeusd_->set_power_limit_mw(gpu_at(gpu).nvml_index, limit_mw);
-    return;
-  }
   check_nvml(
       *lib_,
       lib_->api().device_set_power_limit(gpu_at(gpu).handle, static_cast<unsigned int>(limit_mw)),
@@ -212,46 +223,23 @@ bool NvmlGpuSet::persistence_mode(int gpu) {
 }
 
 void NvmlGpuSet::set_persistence_mode(int gpu, bool enabled) {
-  if (zeusd_) {
-    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_persistence_mode",
-                        enabled ? "enabled=true" : "enabled=false",
-                        enabled ? "persistence mode on" : "persistence mode off");
-    return;
-  }
   auto fn = need(lib_->api().device_set_persistence_mode, "nvmlDeviceSetPersistenceMode", gpu);
   check_nvml(*lib_, fn(gpu_at(gpu).handle, enabled ? 1 : 0), "nvmlDeviceSetPersistenceMode",
              where(gpu));
 }
 
 void NvmlGpuSet::set_gpu_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
-  if (zeusd_) {
-    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_gpu_locked_clocks",
-                        fmt::format("min_clock_mhz={}&max_clock_mhz={}", min_mhz, max_mhz),
-                        fmt::format("GPU clocks {}-{} MHz", min_mhz, max_mhz));
-    return;
-  }
   auto fn = need(lib_->api().device_set_gpu_locked_clocks, "nvmlDeviceSetGpuLockedClocks", gpu);
   check_nvml(*lib_, fn(gpu_at(gpu).handle, min_mhz, max_mhz), "nvmlDeviceSetGpuLockedClocks",
              where(gpu));
 }
 
 void NvmlGpuSet::reset_gpu_locked_clocks(int gpu) {
-  if (zeusd_) {
-    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "reset_gpu_locked_clocks", "",
-                        "resetting GPU clocks");
-    return;
-  }
   auto fn = need(lib_->api().device_reset_gpu_locked_clocks, "nvmlDeviceResetGpuLockedClocks", gpu);
   check_nvml(*lib_, fn(gpu_at(gpu).handle), "nvmlDeviceResetGpuLockedClocks", where(gpu));
 }
 
 void NvmlGpuSet::set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
-  if (zeusd_) {
-    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "set_mem_locked_clocks",
-                        fmt::format("min_clock_mhz={}&max_clock_mhz={}", min_mhz, max_mhz),
-                        fmt::format("memory clocks {}-{} MHz", min_mhz, max_mhz));
-    return;
-  }
   auto fn =
       need(lib_->api().device_set_memory_locked_clocks, "nvmlDeviceSetMemoryLockedClocks", gpu);
   check_nvml(*lib_, fn(gpu_at(gpu).handle, min_mhz, max_mhz), "nvmlDeviceSetMemoryLockedClocks",
@@ -259,11 +247,6 @@ void NvmlGpuSet::set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_m
 }
 
 void NvmlGpuSet::reset_mem_locked_clocks(int gpu) {
-  if (zeusd_) {
-    zeusd_->gpu_command(gpu_at(gpu).nvml_index, "reset_mem_locked_clocks", "",
-                        "resetting memory clocks");
-    return;
-  }
   auto fn =
       need(lib_->api().device_reset_memory_locked_clocks, "nvmlDeviceResetMemoryLockedClocks", gpu);
   check_nvml(*lib_, fn(gpu_at(gpu).handle), "nvmlDeviceResetMemoryLockedClocks", where(gpu));

@@ -1,4 +1,5 @@
-// GpuSet over NVML: the real GPUs of this machine, as the process sees them.
+// GpuSet over NVML: the real GPUs of this machine, as the process sees them. Changes go to NVML;
+// the registry wraps the set in zeusd/zeusd_gpu_set.h when they must go through the daemon.
 #pragma once
 
 #include <memory>
@@ -7,9 +8,8 @@
 #include <vector>
 
 #include "zeus/device/gpu_set.h"
-#include "zeus/device/nvml/cuda_mapping.h"
 #include "zeus/device/nvml/nvml_library.h"
-#include "zeus/device/zeusd/zeusd_client.h"
+#include "zeus/device/visible_devices.h"
 
 namespace zeus::device::nvml {
 
@@ -23,10 +23,6 @@ struct NvmlGpuSetOptions {
   // Exactly these NVML GPUs, in this order (a node's local master: the GPUs its ranks use,
   // matched by UUID); overrides the two options above.
   std::optional<std::vector<int>> nvml_indices;
-  // Set limits through this node daemon instead of NVML (reads stay local, as upstream's
-  // ZeusdNVIDIAGPU); std::nullopt with zeusd_from_env: ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT.
-  std::optional<zeusd::ZeusdEndpoint> zeusd;
-  bool zeusd_from_env = true;
 };
 
 class NvmlGpuSet final : public GpuSet {
@@ -39,6 +35,14 @@ class NvmlGpuSet final : public GpuSet {
   std::string name(int gpu) const override;
   std::string uuid(int gpu) const override;
   std::string describe(int gpu) const override;
+  int machine_index(int gpu) const override { return gpu_at(gpu).nvml_index; }
+  std::string pci_address(int gpu) const override;
+  // The UUID of the GPU holding MIG instance `mig_uuid`, or std::nullopt (unknown instance, or a
+  // driver without the MIG calls).
+  std::optional<std::string> mig_parent_uuid(std::string_view mig_uuid) const override;
+  GpuCapabilities capabilities(int gpu) const override;
+  GpuReading read(int gpu) override;  // nvml_read.cpp
+  std::vector<pid_t> compute_pids(int gpu) override;
   int64_t power_mw(int gpu) override;
   bool has_energy_counter(int gpu) const override;
   std::optional<int64_t> energy_mj(int gpu) override;
@@ -54,16 +58,6 @@ class NvmlGpuSet final : public GpuSet {
   void reset_mem_locked_clocks(int gpu) override;
 
   const NvmlLibrary& library() const { return *lib_; }
-  // Every GPU of the machine in NVML order, whatever this set shows.
-  const std::vector<NvmlGpuIdentity>& machine_gpus() const { return machine_; }
-  // The UUID of the GPU holding MIG instance `mig_uuid`, or std::nullopt (unknown instance, or a
-  // driver without the MIG calls).
-  std::optional<std::string> mig_parent_uuid(std::string_view mig_uuid) const;
-  int nvml_index(int gpu) const { return gpu_at(gpu).nvml_index; }
-  // The node daemon limits go through (it restores them when this process ends), or nullptr.
-  const zeusd::ZeusdEndpoint* through_zeusd() const {
-    return zeusd_ ? &zeusd_->endpoint() : nullptr;
-  }
 
  private:
   struct Gpu {
@@ -71,8 +65,7 @@ class NvmlGpuSet final : public GpuSet {
     int nvml_index = 0;
     std::string name;
     std::string uuid;
-    bool instant_power = false;
-    bool energy_counter = false;
+    GpuCapabilities can;
   };
   const Gpu& gpu_at(int gpu) const;
   std::string where(int gpu) const;
@@ -81,9 +74,7 @@ class NvmlGpuSet final : public GpuSet {
   F need(F fn, const char* function, int gpu) const;
 
   std::unique_ptr<NvmlLibrary> lib_;
-  std::unique_ptr<zeusd::ZeusdClient> zeusd_;
   std::vector<Gpu> gpus_;
-  std::vector<NvmlGpuIdentity> machine_;
 };
 
 }  // namespace zeus::device::nvml

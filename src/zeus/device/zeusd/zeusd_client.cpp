@@ -60,21 +60,21 @@ ZeusdReply ZeusdClient::request(std::string_view method, std::string_view target
   }
 }
 
-void ZeusdClient::set_power_limit_mw(int nvml_index, int64_t limit_mw) {
-  gpu_command(nvml_index, "set_power_limit", fmt::format("power_limit_mw={}", limit_mw),
+void ZeusdClient::set_power_limit_mw(int gpu_id, int64_t limit_mw) {
+  gpu_command(gpu_id, "set_power_limit", fmt::format("power_limit_mw={}", limit_mw),
               fmt::format("power limit {} mW", limit_mw));
 }
 
-void ZeusdClient::gpu_command(int nvml_index, std::string_view route, std::string_view params,
+void ZeusdClient::gpu_command(int gpu_id, std::string_view route, std::string_view params,
                               std::string_view what_change) {
   const ZeusdReply r = request("POST", fmt::format("/gpu/{}?gpu_ids={}{}{}&block=true", route,
-                                                   nvml_index, params.empty() ? "" : "&", params));
+                                                   gpu_id, params.empty() ? "" : "&", params));
   if (r.status == 200) {
     return;
   }
   const std::string what =
       fmt::format("{} refused {} on GPU {} (HTTP {}): {}", endpoint_.describe(), what_change,
-                  nvml_index, r.status, message_of(r.body));
+                  gpu_id, r.status, message_of(r.body));
   switch (r.status) {
     case 400:
       throw ConfigError(what);

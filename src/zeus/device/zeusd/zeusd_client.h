@@ -44,14 +44,15 @@ class ZeusdClient {
   // permissions).
   ZeusdReply request(std::string_view method, std::string_view target);
 
-  // POST /gpu/set_power_limit for one NVML index, blocking. Non-200 replies throw the error the
-  // status means (403 PermissionError, 409 PermissionError naming the holder, 400 ConfigError,
-  // 401 PermissionError about the token, otherwise DeviceError), with the daemon's message.
-  void set_power_limit_mw(int nvml_index, int64_t limit_mw);
+  // POST /gpu/set_power_limit for one GPU id (its machine index), blocking. Non-200 replies throw
+  // the error the status means (403 PermissionError, 409 PermissionError naming the holder, 400
+  // ConfigError, 401 PermissionError about the token, otherwise DeviceError), with the daemon's
+  // message.
+  void set_power_limit_mw(int gpu_id, int64_t limit_mw);
   // Any other GPU write of Zeus 0.16's API (`route` such as "set_persistence_mode", `params`
   // its extra query parameters, "enabled=true"), blocking, with the same errors; `what` names
   // the change for messages ("persistence mode on").
-  void gpu_command(int nvml_index, std::string_view route, std::string_view params,
+  void gpu_command(int gpu_id, std::string_view route, std::string_view params,
                    std::string_view what);
 
   const ZeusdEndpoint& endpoint() const { return endpoint_; }

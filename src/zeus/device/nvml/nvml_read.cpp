@@ -1,51 +1,24 @@
-#include "zeus/metrics/nvml/nvml_telemetry.h"
-
+// NvmlGpuSet's readings beyond power and energy: the exporter's tick and zeusd's process list.
 #include <fmt/format.h>
 
 #include <array>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/power.h"
+#include "zeus/device/nvml/nvml_gpu_set.h"
 
-namespace zeus::metrics::nvml {
+namespace zeus::device::nvml {
 
-using device::nvml::check_nvml;
-using device::nvml::NvmlApi;
-
-NvmlTelemetry::NvmlTelemetry(device::nvml::NvmlLibraryOptions options)
-    : lib_(std::make_unique<device::nvml::NvmlLibrary>(std::move(options))) {
+GpuReading NvmlGpuSet::read(int gpu) {
+  const Gpu& g = gpu_at(gpu);
   const NvmlApi& api = lib_->api();
-  int index = 0;
-  for (const auto& d : device::nvml::list_devices(*lib_)) {
-    Gpu g;
-    g.handle = d.handle;
-    g.identity = GpuIdentity{index++, d.uuid, d.name};
-    g.instant_power = api.device_get_field_values != nullptr;
-    g.energy_counter = api.device_get_total_energy != nullptr;
-    gpus_.push_back(std::move(g));
-  }
-}
-
-NvmlTelemetry::~NvmlTelemetry() = default;
-
-const GpuIdentity& NvmlTelemetry::identity(int gpu) const {
-  if (gpu < 0 || gpu >= count()) {
-    throw ConfigError(fmt::format("GPU {} not found: this machine has {}", gpu, count()));
-  }
-  return gpus_[static_cast<size_t>(gpu)].identity;
-}
-
-GpuReading NvmlTelemetry::read(int gpu) {
-  identity(gpu);  // range check
-  Gpu& g = gpus_[static_cast<size_t>(gpu)];
-  const NvmlApi& api = lib_->api();
-  const std::string where = fmt::format("GPU {} ({}, {})", gpu, g.identity.uuid, g.identity.name);
+  const std::string at = where(gpu);
   // A reading the GPU lacks is left empty; any other failure is the GPU's and throws.
   const auto optional = [&](nvmlReturn_t rc, const char* function) {
     if (rc == NVML_ERROR_NOT_SUPPORTED) {
       return false;
     }
-    check_nvml(*lib_, rc, function, where);
+    check_nvml(*lib_, rc, function, at);
     return true;
   };
   GpuReading r;
@@ -64,16 +37,13 @@ GpuReading NvmlTelemetry::read(int gpu) {
         "nvmlDeviceGetFieldValues");
   }
   const auto field = [&](size_t k) -> std::optional<double> {
-    return have_fields && fields[k].nvmlReturn == NVML_SUCCESS
-               ? device::nvml::field_value(fields[k])
-               : std::nullopt;
+    return have_fields && fields[k].nvmlReturn == NVML_SUCCESS ? field_value(fields[k])
+                                                               : std::nullopt;
   };
-  if (const auto instant_mw = field(0); instant_mw && g.instant_power) {
+  if (const auto instant_mw = field(0); instant_mw && g.can.instant_power) {
     r.power_w = mw_to_w(*instant_mw);
   } else {
-    g.instant_power = false;
-    check_nvml(*lib_, api.device_get_power_usage(g.handle, &value), "nvmlDeviceGetPowerUsage",
-               where);
+    check_nvml(*lib_, api.device_get_power_usage(g.handle, &value), "nvmlDeviceGetPowerUsage", at);
     r.power_w = mw_to_w(static_cast<int64_t>(value));
   }
   if (const auto ns = field(1)) {
@@ -83,17 +53,15 @@ GpuReading NvmlTelemetry::read(int gpu) {
     r.thermal_throttle_s = *ns * 1e-9;
   }
 
-  if (g.energy_counter) {
+  if (g.can.energy_counter) {
     unsigned long long energy_mj = 0;
     if (optional(api.device_get_total_energy(g.handle, &energy_mj),
                  "nvmlDeviceGetTotalEnergyConsumption")) {
       r.energy_j = mj_to_j(static_cast<int64_t>(energy_mj));
-    } else {
-      g.energy_counter = false;
     }
   }
   check_nvml(*lib_, api.device_get_power_limit(g.handle, &value),
-             "nvmlDeviceGetPowerManagementLimit", where);
+             "nvmlDeviceGetPowerManagementLimit", at);
   r.power_limit_w = mw_to_w(static_cast<int64_t>(value));
   if (optional(api.device_get_power_limit_constraints(g.handle, &value, &second),
                "nvmlDeviceGetPowerManagementLimitConstraints")) {
@@ -118,4 +86,31 @@ GpuReading NvmlTelemetry::read(int gpu) {
   return r;
 }
 
-}  // namespace zeus::metrics::nvml
+std::vector<pid_t> NvmlGpuSet::compute_pids(int gpu) {
+  const Gpu& g = gpu_at(gpu);
+  const auto fn = lib_->api().device_get_compute_running_processes;
+  if (fn == nullptr) {
+    return {};
+  }
+  std::vector<nvmlProcessInfo_t> infos(16);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto n = static_cast<unsigned int>(infos.size());
+    const nvmlReturn_t rc = fn(g.handle, &n, infos.data());
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      infos.resize(n + 8);  // processes may start between the calls
+      continue;
+    }
+    if (rc == NVML_ERROR_NOT_SUPPORTED) {
+      return {};
+    }
+    check_nvml(*lib_, rc, "nvmlDeviceGetComputeRunningProcesses_v3", where(gpu));
+    std::vector<pid_t> pids;
+    for (unsigned k = 0; k < n; ++k) {
+      pids.push_back(static_cast<pid_t>(infos[k].pid));
+    }
+    return pids;
+  }
+  throw DeviceError(fmt::format("{}: its process list kept growing while read", where(gpu)));
+}
+
+}  // namespace zeus::device::nvml

@@ -1,4 +1,6 @@
-// Finding the physical GPU behind a CUDA device number in NVML's numbering. CUDA numbers the
+// Finding the physical GPU behind a CUDA device number in the machine's numbering (the GPU
+// backend's: NVML's index, PCI bus order). Vendor-neutral: a backend supplies the UUIDs of the
+// machine's GPUs and, where it has them, MIG parents. CUDA numbers the
 // devices a process sees after CUDA_VISIBLE_DEVICES (indices, "GPU-" UUIDs or prefixes of them,
 // "MIG-" instance UUIDs), fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML numbers every
 // GPU of the machine in PCI bus order. The UUID names the same GPU in both, so a UUID from the
@@ -12,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-namespace zeus::device::nvml {
+namespace zeus::device {
 
-struct NvmlGpuIdentity {
+struct MachineGpuIdentity {
   std::string uuid;  // "GPU-..."
   std::string name;
 };
@@ -23,14 +25,14 @@ struct NvmlGpuIdentity {
 // GPU has it. Empty: only the legacy "MIG-GPU-<uuid>/<gi>/<ci>" spelling can be resolved.
 using MigParentLookup = std::function<std::optional<std::string>(std::string_view mig_uuid)>;
 
-// Maps CUDA_VISIBLE_DEVICES to NVML indices, following CUDA's rules: entries are indices,
+// Maps CUDA_VISIBLE_DEVICES to machine (NVML) indices, following CUDA's rules: entries are indices,
 // (prefixes of) "GPU-..." UUIDs, or MIG instance UUIDs (mapped to the GPU that holds them: a
 // MIG slice has no power limit of its own, its GPU has); the list ends at the first entry that
 // matches no GPU or repeats one. An unset variable shows every GPU; an empty one shows none.
 // Indices are taken in NVML (PCI bus) order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
 // or identical GPUs. `ignored` (optional) receives a note for each entry that was dropped.
 std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
-                                     const std::vector<std::string>& nvml_uuids,
+                                     const std::vector<std::string>& machine_uuids,
                                      std::vector<std::string>* ignored = nullptr,
                                      const MigParentLookup& mig_parent = {});
 
@@ -44,15 +46,15 @@ struct CudaDeviceRef {
 };
 
 struct CudaMatch {
-  int nvml_index = 0;
+  int machine_index = 0;
   std::string how;                  // e.g. "by the CUDA runtime's UUID"
   std::optional<std::string> note;  // a caveat worth a warning (order assumed, MIG slice)
 };
 
-// The NVML GPU behind `ref`, or std::nullopt when CUDA would show the process no device with
+// The machine's GPU behind `ref`, or std::nullopt when CUDA would show the process no device with
 // that number. Throws ConfigError when the runtime's UUID is not among NVML's GPUs.
 std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
-                                           const std::vector<NvmlGpuIdentity>& gpus,
+                                           const std::vector<MachineGpuIdentity>& gpus,
                                            const MigParentLookup& mig_parent = {});
 
-}  // namespace zeus::device::nvml
+}  // namespace zeus::device

@@ -1,4 +1,4 @@
-#include "zeus/device/nvml/cuda_mapping.h"
+#include "zeus/device/visible_devices.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 
-namespace zeus::device::nvml {
+namespace zeus::device {
 namespace {
 
 std::string trim(std::string_view s) {
@@ -91,12 +91,12 @@ std::variant<int, std::string> resolve_entry(const std::string& entry,
 }  // namespace
 
 std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
-                                     const std::vector<std::string>& nvml_uuids,
+                                     const std::vector<std::string>& machine_uuids,
                                      std::vector<std::string>* ignored,
                                      const MigParentLookup& mig_parent) {
   std::vector<int> out;
   if (!visible) {
-    for (size_t i = 0; i < nvml_uuids.size(); ++i) {
+    for (size_t i = 0; i < machine_uuids.size(); ++i) {
       out.push_back(static_cast<int>(i));
     }
     return out;
@@ -107,7 +107,7 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
   const std::vector<std::string> entries = entries_of(*visible);
   std::set<int> seen;
   for (size_t i = 0; i < entries.size(); ++i) {
-    auto resolved = resolve_entry(entries[i], nvml_uuids, mig_parent);
+    auto resolved = resolve_entry(entries[i], machine_uuids, mig_parent);
     const int* index = std::get_if<int>(&resolved);
     if (index != nullptr && seen.insert(*index).second) {
       out.push_back(*index);
@@ -127,7 +127,7 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
 }
 
 std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
-                                           const std::vector<NvmlGpuIdentity>& gpus,
+                                           const std::vector<MachineGpuIdentity>& gpus,
                                            const MigParentLookup& mig_parent) {
   std::vector<std::string> uuids;
   for (const auto& g : gpus) {
@@ -160,14 +160,14 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
   if (ref.index < 0 || ref.index >= static_cast<int>(visible.size())) {
     return std::nullopt;
   }
-  const int nvml_index = visible[static_cast<size_t>(ref.index)];
+  const int machine_index = visible[static_cast<size_t>(ref.index)];
   std::optional<std::string> note;
   const bool by_index =
       !ref.visible_devices ||
       std::isdigit(static_cast<unsigned char>(
           trim(entries_of(*ref.visible_devices)[static_cast<size_t>(ref.index)]).front())) != 0;
   const bool pci_order = ref.device_order && *ref.device_order == "PCI_BUS_ID";
-  const bool identical = std::all_of(gpus.begin(), gpus.end(), [&](const NvmlGpuIdentity& g) {
+  const bool identical = std::all_of(gpus.begin(), gpus.end(), [&](const MachineGpuIdentity& g) {
     return g.name == gpus.front().name;
   });
   if (by_index && !pci_order && !identical) {
@@ -175,11 +175,11 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
         "CUDA device {} is taken as NVML GPU {} in PCI bus order, but CUDA orders these "
         "different GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: set it, or list UUIDs "
         "in CUDA_VISIBLE_DEVICES",
-        ref.index, nvml_index);
+        ref.index, machine_index);
   }
-  return CudaMatch{nvml_index,
+  return CudaMatch{machine_index,
                    ref.visible_devices ? "by CUDA_VISIBLE_DEVICES" : "by index (all GPUs visible)",
                    note};
 }
 
-}  // namespace zeus::device::nvml
+}  // namespace zeus::device

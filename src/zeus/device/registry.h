@@ -1,0 +1,59 @@
+// The device layer's registry: every GPU backend zeus-cpp has, registered once (backends.cpp),
+// each able to say whether this machine has it (probe) and to open its GPUs by locator. The job,
+// `zeus monitor`, zeusd, the metrics exporter and the Python package all get their GPUs from
+// open_gpu_set() (discovery.h), never from a backend by name; docs/architecture.md, "Adding a
+// GPU vendor", says what a backend adds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zeus/device/gpu_set.h"
+#include "zeus/device/sim/sim_gpu_set.h"
+
+namespace zeus::device {
+
+struct BackendStatus {
+  std::string backend;  // "nvml", "sim", "rapl"
+  bool available = false;
+  std::string reason;  // what was found, or why it is unavailable and what to do
+};
+
+struct OpenGpuSetOptions {
+  // Honour CUDA_VISIBLE_DEVICES (the GPUs the user's program sees). Off: every GPU of the
+  // machine (`zeus restore-limits` matching by UUID, zeusd, the exporter).
+  bool respect_visible_devices = true;
+  // Exactly these GPUs of the machine (machine indices), in this order: a node's local master
+  // opening the GPUs its ranks use. Overrides respect_visible_devices. Machine backends only.
+  std::optional<std::vector<int>> machine_indices;
+  // Machine backends: make changes through the node daemon when ZEUSD_SOCK_PATH or
+  // ZEUSD_HOST_PORT names one (zeusd/zeusd_gpu_set.h). zeusd itself opens with false.
+  bool zeusd_from_env = true;
+  // For sim: the clock, and whether GPUs start busy when the state is created.
+  sim::SimClock sim_clock = sim::SimClock::kReal;
+  bool sim_start_busy = false;
+};
+
+// Contract: `probe` and `open` may be called from any thread; `open` throws NotSupported when the
+// backend's library is missing (with what was tried and what to do), ConfigError for a locator
+// it cannot parse, and DeviceError subclasses for failing GPUs.
+struct GpuBackend {
+  std::string name;    // the locator's first word: "nvml", "sim"
+  std::string syntax;  // the locator's form, for messages: "sim:<gpu>[:<workload>...]"
+  // The machine's own GPUs: "auto" tries it (in registration order), and zeusd may route its
+  // changes. A simulated backend is not.
+  bool machine = false;
+  std::function<BackendStatus()> probe;
+  std::function<std::unique_ptr<GpuSet>(std::string_view locator, const OpenGpuSetOptions&)> open;
+};
+
+// Every registered backend, in the order "auto" tries them.
+const std::vector<GpuBackend>& gpu_backends();
+// The backend whose name is the locator's first word ("nvml", "sim:v100" -> "sim"), or nullptr.
+const GpuBackend* find_gpu_backend(std::string_view locator);
+
+}  // namespace zeus::device

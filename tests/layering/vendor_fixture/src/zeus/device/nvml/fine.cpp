@@ -1,0 +1,2 @@
+// Inside device/: the backend itself may name its library.
+int nvmlInit();
