@@ -7,6 +7,7 @@
 
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
+#include "zeus/device/discovery.h"
 #include "zeus/device/rapl/rapl_cpu_set.h"
 
 using ::testing::HasSubstr;
@@ -55,6 +56,26 @@ TEST(RaplCpuSet, MissingTreeIsNotSupportedNamingRoot) {
   }
   test::ScopedEnv root("ZEUS_RAPL_ROOT", "/nonexistent/powercap");
   EXPECT_THROW(RaplCpuSet cpus, NotSupported);
+}
+
+// The CPUs come from the device registry too (issue #39): the first CPU backend that opens, its
+// error when none does, and what each found for `zeus monitor --list`.
+TEST(CpuRegistry, OpensTheMachinesPackagesOrSaysWhyNot) {
+  ASSERT_FALSE(cpu_backends().empty());
+  EXPECT_EQ(cpu_backends().front().name, "rapl");
+  FakeRapl fake;
+  const auto cpus = open_cpu_set({.rapl_root = fake.root()});
+  ASSERT_EQ(cpus->count(), 2);
+  EXPECT_TRUE(cpus->has_dram(0));
+  test::ScopedEnv root("ZEUS_RAPL_ROOT", fake.root().string());
+  EXPECT_EQ(open_cpu_set()->count(), 2) << "the variable, as RaplCpuSet reads it";
+  EXPECT_TRUE(discover_cpu_backend().available);
+  EXPECT_THAT(discover_cpu_backend().reason, HasSubstr("2 package(s)"));
+  test::TempDir empty;
+  EXPECT_THROW((void)open_cpu_set({.rapl_root = empty.path()}), NotSupported);
+  test::ScopedEnv none("ZEUS_RAPL_ROOT", empty.path().string());
+  EXPECT_FALSE(discover_cpu_backend().available);
+  EXPECT_THAT(discover_cpu_backend().reason, HasSubstr(empty.path().string()));
 }
 
 TEST(RaplCpuSet, CorruptCounterNamesFile) {

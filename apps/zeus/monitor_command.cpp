@@ -17,7 +17,6 @@
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 #include "zeus/device/discovery.h"
-#include "zeus/device/rapl/rapl_cpu_set.h"
 #include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
 
@@ -234,7 +233,7 @@ MonitorSetup set_up(const MonitorCommandOptions& options) {
     }
   }
   if (options.cpus == "all") {
-    s.cpus = std::make_unique<device::rapl::RaplCpuSet>();
+    s.cpus = device::open_cpu_set();
     monitor_options.cpus = s.cpus.get();
   } else if (!options.cpus.empty()) {
     throw ConfigError(fmt::format("--cpus '{}': only 'all' is supported", options.cpus));

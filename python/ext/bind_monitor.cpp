@@ -12,7 +12,7 @@
 #include "bindings.h"
 #include "gpus.h"
 #include "zeus/common/errors.h"
-#include "zeus/device/rapl/rapl_cpu_set.h"
+#include "zeus/device/discovery.h"
 #include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
 
@@ -163,7 +163,7 @@ void bind_monitor(py::module_& m) {
       .def_property_readonly("count", &device::CpuSet::count)
       .def("name", &device::CpuSet::name);
   m.def(
-      "open_rapl", [] { return std::shared_ptr<device::CpuSet>(new device::rapl::RaplCpuSet()); },
+      "open_rapl", [] { return std::shared_ptr<device::CpuSet>(device::open_cpu_set()); },
       "The CPU packages' RAPL counters (ZEUS_RAPL_ROOT or /sys/class/powercap)");
 
   // The windows' methods release the GIL where they read devices (and may wait for a sampler).

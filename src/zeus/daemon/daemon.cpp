@@ -13,7 +13,6 @@
 #include "zeus/daemon/command_overrides.h"
 #include "zeus/daemon/gpu_set_control.h"
 #include "zeus/device/discovery.h"
-#include "zeus/device/rapl/rapl_cpu_set.h"
 
 namespace zeus::daemon {
 
@@ -49,7 +48,7 @@ std::filesystem::path rapl_root(const DaemonOptions& o) {
   if (std::filesystem::exists("/zeus_sys/class/powercap")) {
     return "/zeus_sys/class/powercap";
   }
-  return {};  // RaplCpuSet: $ZEUS_RAPL_ROOT, else /sys/class/powercap
+  return {};  // RAPL: $ZEUS_RAPL_ROOT, else /sys/class/powercap
 }
 
 // The override file's operations; none when there is no file, or when gpu-control is off
@@ -86,8 +85,7 @@ std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, const CommandOverr
 
 std::unique_ptr<device::CpuSet> open_cpus(const DaemonOptions& o, std::string* why_none) {
   try {
-    return std::make_unique<device::rapl::RaplCpuSet>(
-        device::rapl::RaplCpuSetOptions{rapl_root(o)});
+    return device::open_cpu_set({.rapl_root = rapl_root(o)});
   } catch (const Error& e) {
     *why_none = e.what();
     return nullptr;

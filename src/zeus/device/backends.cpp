@@ -1,5 +1,5 @@
-// The one registration of every GPU backend: a new vendor adds its folder under device/ and one
-// line here (docs/architecture.md, "Adding a GPU vendor").
+// The one registration of every GPU and CPU backend: a new vendor adds its folder under device/ and
+// one line here (docs/architecture.md, "Adding a GPU vendor").
 #include "zeus/device/registry.h"
 
 namespace zeus::device {
@@ -10,9 +10,17 @@ GpuBackend backend();  // nvml/nvml_backend.cpp
 namespace sim {
 GpuBackend backend();  // sim/sim_backend.cpp
 }  // namespace sim
+namespace rapl {
+CpuBackend backend();  // rapl/rapl_backend.cpp
+}  // namespace rapl
 
 const std::vector<GpuBackend>& gpu_backends() {
   static const std::vector<GpuBackend> all{nvml::backend(), sim::backend()};
+  return all;
+}
+
+const std::vector<CpuBackend>& cpu_backends() {
+  static const std::vector<CpuBackend> all{rapl::backend()};
   return all;
 }
 

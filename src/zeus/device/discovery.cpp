@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <exception>
+#include <optional>
+
 #include "zeus/common/errors.h"
-#include "zeus/device/rapl/rapl_cpu_set.h"
 #include "zeus/device/zeusd/zeusd_gpu_set.h"
 #include "zeus/trace/power_trace.h"
 
@@ -19,16 +21,34 @@ std::vector<BackendStatus> discover_gpu_backends() {
 }
 
 BackendStatus discover_cpu_backend() {
-  try {
-    rapl::RaplCpuSet cpus;
-    std::vector<std::string> names;
-    for (int i = 0; i < cpus.count(); ++i) {
-      names.push_back(cpus.name(i) + (cpus.has_dram(i) ? " (+dram)" : ""));
+  std::optional<BackendStatus> first;
+  for (const CpuBackend& b : cpu_backends()) {
+    BackendStatus status = b.probe({});
+    if (status.available) {
+      return status;
     }
-    return {"rapl", true, fmt::format("{} package(s): {}", cpus.count(), fmt::join(names, ", "))};
-  } catch (const Error& e) {
-    return {"rapl", false, e.what()};
+    if (!first) {
+      first = std::move(status);
+    }
   }
+  return first.value_or(BackendStatus{"cpu", false, "no CPU backend is registered"});
+}
+
+std::unique_ptr<CpuSet> open_cpu_set(const OpenCpuSetOptions& options) {
+  std::exception_ptr first;
+  for (const CpuBackend& b : cpu_backends()) {
+    try {
+      return b.open(options);
+    } catch (const Error&) {
+      if (!first) {
+        first = std::current_exception();
+      }
+    }
+  }
+  if (first) {
+    std::rethrow_exception(first);
+  }
+  throw NotSupported("no CPU backend is registered");
 }
 
 namespace {

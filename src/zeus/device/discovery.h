@@ -15,8 +15,13 @@ namespace zeus::device {
 
 // Probes every registered GPU backend (loads its library and counts GPUs; finds the traces).
 std::vector<BackendStatus> discover_gpu_backends();
-// Probes RAPL under $ZEUS_RAPL_ROOT or /sys/class/powercap.
+// Probes the CPU backends (RAPL under $ZEUS_RAPL_ROOT or /sys/class/powercap): the first that
+// is available, else the first's reason.
 BackendStatus discover_cpu_backend();
+
+// The machine's CPU packages from the first CPU backend that opens; throws the first backend's
+// error when none does.
+[[nodiscard]] std::unique_ptr<CpuSet> open_cpu_set(const OpenCpuSetOptions& options = {});
 
 // Opens a registered backend by locator ("nvml", "sim:<gpu>[:<workload>[:<bs>]][@state]"), or
 // "auto": the first machine backend that opens and shows a GPU (else the first that opened,

@@ -5,6 +5,7 @@
 // GPU vendor", says what a backend adds.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "zeus/device/cpu_set.h"
 #include "zeus/device/gpu_set.h"
 #include "zeus/device/sim/sim_gpu_set.h"
 
@@ -53,6 +55,20 @@ struct GpuBackend {
 
 // Every registered backend, in the order "auto" tries them.
 const std::vector<GpuBackend>& gpu_backends();
+
+struct OpenCpuSetOptions {
+  // RAPL's powercap root; empty: $ZEUS_RAPL_ROOT, else /sys/class/powercap.
+  std::filesystem::path rapl_root;
+};
+
+// The machine's CPU packages: `open` throws NotSupported when this machine lacks the backend
+// (saying what was tried), PermissionError when its counters are unreadable.
+struct CpuBackend {
+  std::string name;  // "rapl"
+  std::function<BackendStatus(const OpenCpuSetOptions&)> probe;
+  std::function<std::unique_ptr<CpuSet>(const OpenCpuSetOptions&)> open;
+};
+const std::vector<CpuBackend>& cpu_backends();
 // The backend whose name is the locator's first word ("nvml", "sim:v100" -> "sim"), or nullptr.
 const GpuBackend* find_gpu_backend(std::string_view locator);
 
