@@ -72,70 +72,16 @@ BatchSizeOptimizer::BatchSizeOptimizer(BatchSizeOptimizerOptions options)
         fmt::format("window {} must be >= 0, pruning rounds {} and explorations per arm {} >= 1",
                     options_.window, options_.pruning_rounds, options_.explorations_per_arm));
   }
-  round_list_ = sizes;
-  round_start_ = options_.default_batch_size;
+  rules_ = PruningRules{.batch_sizes = sizes,
+                        .default_batch_size = options_.default_batch_size,
+                        .rounds = options_.pruning_rounds,
+                        .policy = options_.policy,
+                        .lean = options_.lean,
+                        .ties = PruningRules::Ties::kFirstTried};
 }
 
 double BatchSizeOptimizer::cost_threshold() const {
   return options_.beta * min_cost_;
-}
-
-std::optional<int64_t> BatchSizeOptimizer::next_pruning_candidate() {
-  while (true) {
-    switch (phase_) {
-      case Phase::kStart:
-        return round_start_;
-      case Phase::kDown: {
-        // The largest size below the last one tried downwards.
-        const auto it = std::lower_bound(round_list_.begin(), round_list_.end(), last_tried_);
-        if (it != round_list_.begin()) {
-          return *(it - 1);
-        }
-        phase_ = Phase::kUp;
-        last_tried_ = round_start_;
-        break;
-      }
-      case Phase::kUp: {
-        const auto it = std::upper_bound(round_list_.begin(), round_list_.end(), last_tried_);
-        if (it != round_list_.end()) {
-          return *it;
-        }
-        return std::nullopt;
-      }
-    }
-  }
-}
-
-void BatchSizeOptimizer::end_round() {
-  if (round_survivors_.empty()) {
-    throw ConfigError(fmt::format(
-        "no batch size reached the target in pruning round {}: the target is out of reach for "
-        "[{}]; lower the target or allow more epochs",
-        round_, fmt::join(round_list_, ", ")));
-  }
-  std::vector<int64_t> survivors;
-  for (const auto& [bs, cost] : round_survivors_) {
-    survivors.push_back(bs);
-  }
-  if (round_ < options_.pruning_rounds) {
-    const double best_cost = round_survivors_.at(round_best_batch_size_);
-    if (lean() && options_.lean.retry > 0) {
-      // Lean: a survivor far from the round's best is not worth a second try.
-      std::erase_if(survivors, [&](int64_t bs) {
-        return round_survivors_.at(bs) > options_.lean.retry * best_cost;
-      });
-    }
-    ++round_;
-    round_list_ = survivors;
-    round_start_ = round_best_batch_size_;
-    phase_ = Phase::kStart;
-    round_survivors_.clear();
-    expensive_streak_ = 0;
-    down_epochs_ = 0;
-    return;
-  }
-  arms_ = survivors;
-  stage_ = Stage::kThompson;
 }
 
 int64_t BatchSizeOptimizer::next_batch_size() {
@@ -143,19 +89,21 @@ int64_t BatchSizeOptimizer::next_batch_size() {
     return *pending_;
   }
   if (stage_ == Stage::kPruning) {
-    std::optional<int64_t> candidate = next_pruning_candidate();
-    if (!candidate) {
-      end_round();
-      return next_batch_size();
+    const PruningStep step = next_pruning_step(rules_, pruning_tries_);
+    if (const auto* next = std::get_if<PruningNext>(&step)) {
+      round_ = static_cast<int>(next->round);
+      pending_ = next->batch_size;
+      pending_cap_ = next->epoch_cap;
+      return *pending_;
     }
-    pending_ = candidate;
-    pending_cap_.reset();
-    if (lean() && options_.lean.cap > 0 && phase_ == Phase::kDown && down_epochs_ > 0) {
-      pending_cap_ = std::max<int64_t>(
-          1,
-          static_cast<int64_t>(std::ceil(options_.lean.cap * static_cast<double>(down_epochs_))));
+    if (const auto* stuck = std::get_if<PruningStuck>(&step)) {
+      throw ConfigError(fmt::format(
+          "no batch size reached the target in pruning round {}: the target is out of reach for "
+          "[{}]; lower the target or allow more epochs",
+          stuck->round, fmt::join(stuck->candidates, ", ")));
     }
-    return *pending_;
+    arms_ = std::get<PruningDone>(step).arms;  // never waiting: one try is out at a time
+    stage_ = Stage::kThompson;
   }
   pending_cap_.reset();
   pending_ = thompson_choice();
@@ -187,52 +135,8 @@ void BatchSizeOptimizer::observe(const BatchSizeObservation& obs) {
     min_cost_ = std::min(min_cost_, obs.recurrence_cost != 0 ? obs.recurrence_cost : obs.cost);
   }
   if (stage_ == Stage::kPruning) {
-    observe_pruning(obs);
-  }
-}
-
-void BatchSizeOptimizer::end_direction() {
-  expensive_streak_ = 0;
-  if (phase_ == Phase::kDown) {
-    phase_ = Phase::kUp;
-    last_tried_ = round_start_;
-  } else {
-    last_tried_ = round_list_.back();
-  }
-}
-
-void BatchSizeOptimizer::observe_pruning(const BatchSizeObservation& obs) {
-  const double round_best = round_survivors_.empty() ? std::numeric_limits<double>::infinity()
-                                                     : round_survivors_.at(round_best_batch_size_);
-  if (obs.reached) {
-    round_survivors_[obs.batch_size] = obs.cost;
-    if (obs.cost < round_best) {
-      round_best_batch_size_ = obs.batch_size;  // ties: the first tried, as in Zeus
-    }
-  }
-  if (phase_ == Phase::kStart) {
-    // As in Zeus, the round's start is the first size of its downward list: when it fails (a
-    // round-2 start can), the round goes on upwards.
-    phase_ = obs.reached ? Phase::kDown : Phase::kUp;
-    last_tried_ = round_start_;
-    down_epochs_ = obs.reached ? obs.epochs : 0;
-    return;
-  }
-  if (!obs.reached) {
-    end_direction();  // the first failure ends the direction
-    return;
-  }
-  last_tried_ = obs.batch_size;
-  if (phase_ == Phase::kDown) {
-    down_epochs_ = obs.epochs;
-  }
-  if (lean() && options_.lean.gamma > 0) {
-    // Lean: reaching, but at a price far above the round's best, `patience` times in a row:
-    // further sizes in this direction are unlikely to do better.
-    expensive_streak_ = obs.cost > options_.lean.gamma * round_best ? expensive_streak_ + 1 : 0;
-    if (expensive_streak_ >= options_.lean.patience) {
-      end_direction();
-    }
+    pruning_tries_[obs.batch_size].push_back(
+        {.pending = false, .reached = obs.reached, .cost = obs.cost, .epochs = obs.epochs});
   }
 }
 
@@ -254,18 +158,18 @@ std::optional<std::pair<double, double>> BatchSizeOptimizer::posterior(int64_t b
   if (it == rewards_.end() || it->second.empty()) {
     return std::nullopt;
   }
-  const auto& all = it->second;
+  const GaussianArm arm = this->arm(batch_size);
+  // Flat prior (precision 0): the posterior of the mean is N(sample mean, var / n).
+  return std::pair{arm.param_mean,
+                   std::isfinite(arm.param_precision) ? 1.0 / arm.param_precision : 0.0};
+}
+
+GaussianArm BatchSizeOptimizer::arm(int64_t batch_size) const {
+  const auto& all = rewards_.at(batch_size);
   const size_t n =
       options_.window > 0 ? std::min(all.size(), static_cast<size_t>(options_.window)) : all.size();
-  const auto first = all.end() - static_cast<std::ptrdiff_t>(n);
-  const double mean = std::accumulate(first, all.end(), 0.0) / static_cast<double>(n);
-  double var = 0;
-  for (auto r = first; r != all.end(); ++r) {
-    var += (*r - mean) * (*r - mean);
-  }
-  var /= static_cast<double>(n);  // population variance; the reward precision is 1 / var
-  // Flat prior (precision 0): the posterior of the mean is N(sample mean, var / n).
-  return std::pair{mean, var / static_cast<double>(n)};
+  return fit_gaussian_arm(
+      0.0, 0.0, std::vector<double>(all.end() - static_cast<std::ptrdiff_t>(n), all.end()));
 }
 
 int64_t BatchSizeOptimizer::thompson_choice() {
@@ -284,13 +188,8 @@ int64_t BatchSizeOptimizer::thompson_choice() {
   int64_t best = arms_.front();
   double best_sample = -std::numeric_limits<double>::infinity();
   for (const int64_t arm : arms_) {
-    const auto [mean, var] = *posterior(arm);
-    double sample = mean;
-    if (var > 0) {
-      const double spread = lean() ? options_.lean.spread : 1.0;
-      std::normal_distribution<double> normal(mean, spread * std::sqrt(var));
-      sample = normal(rng_);
-    }
+    const double sample =
+        draw_gaussian_arm(this->arm(arm), lean() ? options_.lean.spread : 0.0, rng_);
     if (sample > best_sample) {
       best_sample = sample;
       best = arm;

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "zeus/optimize/bso_policy.h"
+#include "zeus/optimize/gaussian_ts.h"
+#include "zeus/optimize/pruning.h"
 
 namespace zeus::optimize {
 
@@ -81,28 +83,17 @@ class BatchSizeOptimizer {
 
  private:
   enum class Stage { kPruning, kThompson };
-  enum class Phase { kStart, kDown, kUp };
-  std::optional<int64_t> next_pruning_candidate();
-  void observe_pruning(const BatchSizeObservation& obs);
-  void end_direction();
-  void end_round();
   bool lean() const { return options_.policy == BsoPolicy::kLean; }
   int64_t thompson_choice();
+  // The arm of a batch size with rewards: fitted to its last `window` rewards, flat prior.
+  GaussianArm arm(int64_t batch_size) const;
 
   BatchSizeOptimizerOptions options_;
+  PruningRules rules_;  // the pruning walk is optimize/pruning.h's, shared with the server's
   std::mt19937_64 rng_;
   Stage stage_ = Stage::kPruning;
   int round_ = 1;
-  std::vector<int64_t> round_list_;  // ascending
-  int64_t round_start_ = 0;
-  Phase phase_ = Phase::kStart;
-  int64_t last_tried_ = 0;
-  std::map<int64_t, double> round_survivors_;  // batch size -> its cost this round
-  int64_t round_best_batch_size_ = 0;          // the cheapest of them
-  // Lean's state within a round: the expensive reaching tries in a row in this direction, and
-  // the epochs the last reaching try of the downward scan needed (0: none yet).
-  int expensive_streak_ = 0;
-  int64_t down_epochs_ = 0;
+  std::map<int64_t, std::vector<PruningTry>> pruning_tries_;
   std::optional<int64_t> pending_cap_;
   std::vector<int64_t> arms_;
   std::map<int64_t, std::vector<double>> rewards_;

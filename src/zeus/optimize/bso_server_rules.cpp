@@ -9,6 +9,8 @@
 #include <map>
 #include <numeric>
 
+#include "zeus/optimize/pruning.h"
+
 namespace zeus::optimize::bso {
 namespace {
 
@@ -166,110 +168,41 @@ ReportDecision decide_report(const Job& job, const Report& report) {
 
 std::variant<NewTrial, StartMab> next_pruning_step(const Job& job) {
   const JobParams& p = job.params;
-  std::map<int64_t, std::vector<const Trial*>> explorations;  // non-Failed, in trial order
+  std::map<int64_t, std::vector<PruningTry>> tries;  // non-Failed explorations, in trial order
   for (const Trial& t : job.trials) {
     if (t.type == TrialType::kExploration && t.status != TrialStatus::kFailed) {
-      explorations[t.batch_size].push_back(&t);
+      tries[t.batch_size].push_back({.pending = t.status == TrialStatus::kDispatched,
+                                     .reached = t.converged.value_or(false),
+                                     .cost = trial_cost(p, t),
+                                     .epochs = t.epochs.value_or(0)});
     }
   }
-  int64_t start = p.default_batch_size;
-  std::vector<int64_t> candidates = p.batch_sizes;
-  for (int64_t round = 0; round < p.num_pruning_rounds; ++round) {
-    std::vector<int64_t> down, up;
-    for (const int64_t bs : candidates) {
-      (bs <= start ? down : up).push_back(bs);
-    }
-    std::reverse(down.begin(), down.end());  // from the start downward
-    std::map<int64_t, double> converged;     // batch size -> cost, this round
-    double round_best = std::numeric_limits<double>::infinity();
-    for (const auto* direction : {&down, &up}) {
-      int expensive_streak = 0;
-      std::optional<int64_t> down_epochs;  // the epochs of the last size down this direction
-      for (const int64_t bs : *direction) {
-        const auto& tried = explorations[bs];
-        if (static_cast<int64_t>(tried.size()) <= round) {
-          NewTrial next{TrialType::kExploration, bs, std::nullopt};
-          if (lean(p) && p.policy.lean.cap > 0 && direction == &down && down_epochs) {
-            next.epoch_cap = std::max<int64_t>(
-                1, static_cast<int64_t>(
-                       std::ceil(p.policy.lean.cap * static_cast<double>(*down_epochs))));
-          }
-          return next;
-        }
-        const Trial& t = *tried[static_cast<size_t>(round)];
-        if (t.status == TrialStatus::kDispatched) {
-          // While an exploration is out, others run where it is cheapest so far.
-          return NewTrial{TrialType::kConcurrent, job.min_cost_batch_size.value_or(start),
-                          std::nullopt};
-        }
-        if (!t.converged.value_or(false)) {
-          break;
-        }
-        const double cost = trial_cost(p, t);
-        converged[bs] = cost;
-        down_epochs = t.epochs;
-        const bool is_start = direction == &down && bs == down.front();
-        if (lean(p) && p.policy.lean.gamma > 0 && !is_start) {
-          // Lean: reaching, but far above the round's best `patience` times in a row: the
-          // sizes further this way are unlikely to do better.
-          expensive_streak = cost > p.policy.lean.gamma * round_best ? expensive_streak + 1 : 0;
-        }
-        round_best = std::min(round_best, cost);
-        if (lean(p) && p.policy.lean.gamma > 0 && expensive_streak >= p.policy.lean.patience) {
-          break;
-        }
-      }
-    }
-    if (converged.empty()) {
-      throw BsoError(500,
-                     "No converged batch sizes has observed. Reconfigure batch_sizes and retry "
-                     "again.");
-    }
-    start = std::min_element(converged.begin(), converged.end(), [](const auto& a, const auto& b) {
-              return a.second < b.second;
-            })->first;
-    const double best = converged.at(start);
-    candidates.clear();
-    for (const auto& [bs, cost] : converged) {
-      // Lean: a survivor far from the round's best is not worth a second round.
-      const bool retried = round + 1 < p.num_pruning_rounds;
-      if (lean(p) && p.policy.lean.retry > 0 && retried && cost > p.policy.lean.retry * best) {
-        continue;
-      }
-      candidates.push_back(bs);
-    }
+  const PruningStep step =
+      next_pruning_step(PruningRules{.batch_sizes = p.batch_sizes,
+                                     .default_batch_size = p.default_batch_size,
+                                     .rounds = p.num_pruning_rounds,
+                                     .policy = p.policy.policy,
+                                     .lean = p.policy.lean,
+                                     .ties = PruningRules::Ties::kSmallest},
+                        tries);
+  if (const auto* next = std::get_if<PruningNext>(&step)) {
+    return NewTrial{TrialType::kExploration, next->batch_size, next->epoch_cap};
   }
-  return StartMab{candidates};
+  if (const auto* waiting = std::get_if<PruningWaiting>(&step)) {
+    // While an exploration is out, others run where it is cheapest so far.
+    return NewTrial{TrialType::kConcurrent, job.min_cost_batch_size.value_or(waiting->round_start),
+                    std::nullopt};
+  }
+  if (std::holds_alternative<PruningStuck>(step)) {
+    throw BsoError(500,
+                   "No converged batch sizes has observed. Reconfigure batch_sizes and retry "
+                   "again.");
+  }
+  return StartMab{std::get<PruningDone>(step).arms};
 }
 
 ArmState fit_arm(const JobParams& params, const std::vector<double>& rewards) {
-  ArmState arm;
-  arm.num_observations = static_cast<int64_t>(rewards.size());
-  if (rewards.empty()) {
-    arm.param_mean = params.mab_prior_mean;
-    arm.param_precision = params.mab_prior_precision;
-    return arm;
-  }
-  const double n = static_cast<double>(rewards.size());
-  const double sum = std::accumulate(rewards.begin(), rewards.end(), 0.0);
-  const double mean = sum / n;
-  double var = 0;
-  for (const double r : rewards) {
-    var += (r - mean) * (r - mean);
-  }
-  var /= n;  // numpy's np.var: the population variance
-  if (var == 0.0) {
-    arm.param_mean = mean;
-    arm.param_precision = std::numeric_limits<double>::infinity();
-    arm.reward_precision = std::numeric_limits<double>::infinity();
-    return arm;
-  }
-  arm.reward_precision = 1.0 / var;
-  arm.param_precision = params.mab_prior_precision + n * arm.reward_precision;
-  arm.param_mean =
-      (params.mab_prior_precision * params.mab_prior_mean + arm.reward_precision * sum) /
-      arm.param_precision;
-  return arm;
+  return fit_gaussian_arm(params.mab_prior_mean, params.mab_prior_precision, rewards);
 }
 
 std::vector<double> arm_rewards(const Job& job, int64_t batch_size,
@@ -308,16 +241,10 @@ int64_t predict_mab(const Job& job, std::mt19937_64& rng) {
   }
   int64_t best = job.arms.begin()->first;
   double best_draw = -std::numeric_limits<double>::infinity();
+  // Lean's narrower posterior (its spread; 0: Zeus's).
+  const double spread = lean(job.params) ? job.params.policy.lean.spread : 0.0;
   for (const auto& [bs, arm] : job.arms) {
-    double draw = arm.param_mean;
-    if (std::isfinite(arm.param_precision)) {
-      // A precision of 0 (no prior, nothing observed) is the widest belief: a very wide draw.
-      double sd = arm.param_precision > 0 ? 1.0 / std::sqrt(arm.param_precision) : 1e12;
-      if (lean(job.params) && arm.param_precision > 0 && job.params.policy.lean.spread > 0) {
-        sd *= job.params.policy.lean.spread;  // lean's narrower posterior (0: Zeus's)
-      }
-      draw = std::normal_distribution<double>(arm.param_mean, sd)(rng);
-    }
+    const double draw = draw_gaussian_arm(arm, spread, rng);
     if (draw > best_draw) {
       best_draw = draw;
       best = bs;

@@ -17,6 +17,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/optimize/bso_policy.h"
+#include "zeus/optimize/gaussian_ts.h"
 
 namespace zeus::optimize::bso {
 
@@ -89,13 +90,8 @@ struct Trial {
   std::optional<std::chrono::system_clock::time_point> end;
 };
 
-// Per batch size in the MAB stage (upstream's GaussianTsArmState).
-struct ArmState {
-  double param_mean = 0;
-  double param_precision = 0;
-  double reward_precision = 0;
-  int64_t num_observations = 0;
-};
+// Per batch size in the MAB stage (upstream's GaussianTsArmState): gaussian_ts.h's.
+using ArmState = GaussianArm;
 
 struct Job {
   JobParams params;
