@@ -31,7 +31,7 @@ void sample_all(zeus::device::GpuSet& gpus) {
 std::unique_ptr<zeus::device::sim::SimGpuSet> make_sim() {
   zeus::device::sim::SimGpuSetOptions options;
   options.gpu_count = kGpus;
-  options.clock = zeus::device::sim::SimClock::kReal;
+  options.clock = zeus::device::SimClock::kReal;
   options.start_busy = true;
   return std::make_unique<zeus::device::sim::SimGpuSet>(options);
 }

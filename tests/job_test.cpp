@@ -140,7 +140,7 @@ TEST(JobOptions, DefaultsWithoutVariables) {
   EXPECT_EQ(r.warmup_iters, 10);
   EXPECT_EQ(r.profile_iters, 40);
   EXPECT_FALSE(r.observer_mode);
-  EXPECT_EQ(r.sim_clock, device::sim::SimClock::kVirtual);
+  EXPECT_EQ(r.sim_clock, device::SimClock::kVirtual);
 }
 
 // zeus tune --policy lean caps a try's epochs with ZEUS_MAX_EPOCHS, below the program's limit.

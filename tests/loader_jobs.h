@@ -82,7 +82,7 @@ struct Expected {
 };
 
 inline Expected expected_from_trace(double eta) {
-  device::sim::SimGpuSet gpu({.gpu_model = "v100", .clock = device::sim::SimClock::kVirtual});
+  device::sim::SimGpuSet gpu({.gpu_model = "v100", .clock = device::SimClock::kVirtual});
   Expected e;
   e.range = gpu.power_limit_constraints_mw(0);
   e.candidates = optimize::candidate_limits_mw(e.range, 25'000);

@@ -35,8 +35,7 @@ TEST(DataLoaderEndToEnd, LimitsOfAProgramWithItsOwnLogDirAreRestoredByTheLaunche
       state = e.path().string();
   ASSERT_FALSE(state.empty()) << "the simulated GPUs live in the program's own log dir";
   test::ScopedEnv gpus("ZEUS_SIM_GPUS", "2");
-  auto sim =
-      device::open_gpu_set("sim:v100@" + state, {.sim_clock = device::sim::SimClock::kVirtual});
+  auto sim = device::open_gpu_set("sim:v100@" + state, {.sim_clock = device::SimClock::kVirtual});
   EXPECT_EQ(sim->power_limit_mw(0), expected.range.max_mw);
   EXPECT_EQ(sim->power_limit_mw(1), expected.range.max_mw);
   EXPECT_FALSE(fs::exists(own / "power-limits.journal")) << "the journal went where zeus run said";

@@ -92,7 +92,7 @@ TEST(DataLoaderEndToEnd, ProfilesEveryLimitOncePicksTheTraceOptimumAndRestores) 
               1e-3 * r.epochs[1].train_energy_j);
 
   // Every limit is back at the maximum, and the journal is gone.
-  auto gpus = device::open_gpu_set(r.device, {.sim_clock = device::sim::SimClock::kVirtual});
+  auto gpus = device::open_gpu_set(r.device, {.sim_clock = device::SimClock::kVirtual});
   ASSERT_EQ(gpus->count(), 2);
   EXPECT_EQ(gpus->power_limit_mw(0), expected.range.max_mw);
   EXPECT_EQ(gpus->power_limit_mw(1), expected.range.max_mw);
@@ -387,8 +387,7 @@ TEST(DataLoaderEndToEnd, LimitsAreRestoredWhenARankThrowsOrIsKilled) {
         state = e.path().string();
     ASSERT_FALSE(state.empty()) << how;
     test::ScopedEnv gpus("ZEUS_SIM_GPUS", "2");
-    auto sim =
-        device::open_gpu_set("sim:v100@" + state, {.sim_clock = device::sim::SimClock::kVirtual});
+    auto sim = device::open_gpu_set("sim:v100@" + state, {.sim_clock = device::SimClock::kVirtual});
     EXPECT_EQ(sim->power_limit_mw(0), expected.range.max_mw) << how;
     EXPECT_EQ(sim->power_limit_mw(1), expected.range.max_mw) << how;
     EXPECT_FALSE(fs::exists(log / "power-limits.journal")) << how;

@@ -22,7 +22,7 @@ namespace {
 std::unique_ptr<device::sim::SimGpuSet> busy_sim(int gpus = 2) {
   device::sim::SimGpuSetOptions options;
   options.gpu_count = gpus;
-  options.clock = device::sim::SimClock::kReal;
+  options.clock = device::SimClock::kReal;
   options.start_busy = true;
   return std::make_unique<device::sim::SimGpuSet>(options);
 }

@@ -224,7 +224,7 @@ MonitorSetup set_up(const MonitorCommandOptions& options) {
   if (options.gpus != "none") {
     monitor_options.gpus = parse_gpu_list(options.gpus);
     device::OpenGpuSetOptions open_options;
-    open_options.sim_clock = device::sim::SimClock::kReal;
+    open_options.sim_clock = device::SimClock::kReal;
     open_options.sim_start_busy = true;  // show a GPU running its workload
     s.gpus = device::open_gpu_set(options.device, open_options);
     if (s.gpus->count() == 0) {

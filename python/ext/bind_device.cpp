@@ -30,8 +30,7 @@ namespace zeus::python {
 Gpus::Gpus(const GpusOptions& options) {
   device::OpenGpuSetOptions open;
   open.sim_start_busy = true;  // a simulated GPU draws its training power, as if in use
-  open.sim_clock =
-      options.sim_virtual_clock ? device::sim::SimClock::kVirtual : device::sim::SimClock::kReal;
+  open.sim_clock = options.sim_virtual_clock ? device::SimClock::kVirtual : device::SimClock::kReal;
   set_ = std::shared_ptr<device::GpuSet>(device::open_gpu_set(options.locator, open));
   sim_ = dynamic_cast<device::sim::SimGpuSet*>(set_.get());
   virtual_clock_ = sim_ != nullptr && options.sim_virtual_clock;

@@ -15,7 +15,6 @@
 
 #include "zeus/device/cpu_set.h"
 #include "zeus/device/gpu_set.h"
-#include "zeus/device/sim/sim_gpu_set.h"
 
 namespace zeus::device {
 
@@ -23,6 +22,12 @@ struct BackendStatus {
   std::string backend;  // "nvml", "sim", "rapl"
   bool available = false;
   std::string reason;  // what was found, or why it is unavailable and what to do
+};
+
+// How a simulated GPU's time passes (the sim backend's; an option of opening any set).
+enum class SimClock {
+  kVirtual,  // time advances only through run_iterations()/idle(): instant, deterministic
+  kReal,     // time is the machine's monotonic clock; run_iterations() sleeps (demos)
 };
 
 struct OpenGpuSetOptions {
@@ -36,7 +41,7 @@ struct OpenGpuSetOptions {
   // ZEUSD_HOST_PORT names one (zeusd/zeusd_gpu_set.h). zeusd itself opens with false.
   bool zeusd_from_env = true;
   // For sim: the clock, and whether GPUs start busy when the state is created.
-  sim::SimClock sim_clock = sim::SimClock::kReal;
+  SimClock sim_clock = SimClock::kReal;
   bool sim_start_busy = false;
 };
 

@@ -195,9 +195,9 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.device = o.device.value_or(get_env_or_default(kEnvDevice));
   r.sim_clock = *pick(o.sim_clock, kEnvSimClock, [](const std::string& t) {
     if (t == "virtual")
-      return device::sim::SimClock::kVirtual;
+      return device::SimClock::kVirtual;
     if (t == "real")
-      return device::sim::SimClock::kReal;
+      return device::SimClock::kReal;
     throw ConfigError(fmt::format("{}='{}': expected virtual or real", kEnvSimClock.name, t));
   });
   r.selector = optimize::parse_selector(o.selector);

@@ -44,9 +44,9 @@ struct JobOptions {
   std::optional<bool> observer_mode;  // !ZEUS_USE_OPTIMAL_PL, false: profile but stay at max
   // ZEUS_MEASURE_ONLY, false: never set a limit; measure each epoch at the GPUs' own limits.
   std::optional<bool> measure_only;
-  std::optional<std::string> device;               // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
-  std::optional<device::sim::SimClock> sim_clock;  // ZEUS_SIM_CLOCK, virtual
-  std::string selector = "cost";                   // cost | energy | time | slowdown:<f>
+  std::optional<std::string> device;          // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
+  std::optional<device::SimClock> sim_clock;  // ZEUS_SIM_CLOCK, virtual
+  std::string selector = "cost";              // cost | energy | time | slowdown:<f>
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
   std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
@@ -79,7 +79,7 @@ struct ResolvedJobOptions {
   bool observer_mode = false;
   bool measure_only = false;
   std::string device;
-  device::sim::SimClock sim_clock = device::sim::SimClock::kVirtual;
+  device::SimClock sim_clock = device::SimClock::kVirtual;
   optimize::SelectorOptions selector;
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};

@@ -11,14 +11,12 @@
 #include <string_view>
 
 #include "zeus/device/gpu_set.h"
+#include "zeus/device/registry.h"
 #include "zeus/trace/power_trace.h"
 
 namespace zeus::device::sim {
 
-enum class SimClock {
-  kVirtual,  // time advances only through run_iterations()/idle(): instant, deterministic
-  kReal,     // time is the machine's monotonic clock; run_iterations() sleeps (demos)
-};
+using SimClock = device::SimClock;  // registry.h: an option of opening any set
 
 struct SimGpuSetOptions {
   std::string gpu_model = "v100";  // a40, p100, rtx6000, v100
