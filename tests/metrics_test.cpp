@@ -217,11 +217,13 @@ TEST(NodeSampler, ReadsRaplPackagesAndDram) {
       << "package 1 has no DRAM zone";
 }
 
-// The exporter's view of the device layer: one GpuSet per backend, opened from the registry.
-std::unique_ptr<metrics::GpuSetTelemetry> machine_telemetry() {
-  return std::make_unique<metrics::GpuSetTelemetry>(
-      device::open_gpu_set("nvml", {.respect_visible_devices = false, .zeusd_from_env = false}));
-}
+// The exporter's view of the device layer: the machine's GpuSet, opened from the registry as
+// zeusd opens it, and the telemetry over it.
+struct MachineTelemetry {
+  std::unique_ptr<device::GpuSet> gpus =
+      device::open_gpu_set("nvml", {.respect_visible_devices = false, .zeusd_from_env = false});
+  metrics::GpuSetTelemetry telemetry{*gpus};
+};
 
 TEST(GpuSetTelemetry, ReadsWhatEachNvmlGpuHasOverTheFakeNvml) {
   FakeNvml nvml(four_a40s());
@@ -232,8 +234,8 @@ TEST(GpuSetTelemetry, ReadsWhatEachNvmlGpuHasOverTheFakeNvml) {
   nvml.set_gpu_value(0, "throttle_thermal_ns", 1'000'000ULL);
   nvml.set_gpu_value(1, "energy_counter", false);
   ScopedEnv cvd("CUDA_VISIBLE_DEVICES", "1");  // the exporter shows every GPU of the machine
-  const auto owned = machine_telemetry();
-  auto& telemetry = *owned;
+  MachineTelemetry machine;
+  auto& telemetry = machine.telemetry;
   ASSERT_EQ(telemetry.count(), 4);
   EXPECT_EQ(telemetry.identity(2).uuid, four_a40s()[2].uuid);
   EXPECT_EQ(telemetry.identity(2).index, 2);
@@ -263,7 +265,8 @@ TEST(GpuSetTelemetry, ReadsWhatEachNvmlGpuHasOverTheFakeNvml) {
 TEST(GpuSetTelemetry, AnOldNvmlWithoutTheOptionalCallsStillGivesPowerAndLimits) {
   FakeNvml nvml(four_a40s(), /*minimal_library=*/true);
   nvml.set_gpu_value(0, "temperature_c", 61);
-  const GpuReading r = machine_telemetry()->read(0);
+  MachineTelemetry machine;
+  const GpuReading r = machine.telemetry.read(0);
   EXPECT_EQ(r.power_w, static_cast<double>(four_a40s()[0].power_mw) / 1000)
       << "nvmlDeviceGetPowerUsage: no field values in this library";
   EXPECT_EQ(r.power_limit_w, 300.0);

@@ -28,7 +28,8 @@ const system_clock::time_point kNow = system_clock::time_point(seconds(1'800'000
 // zeusd's GpuControl is a view of the device layer (issue #39): any backend's GPUs, here the
 // simulator's, are read and changed through it with the wire API's units and identities.
 TEST(GpuSetControl, ServesAnyBackendsGpus) {
-  GpuSetControl gpus(device::open_gpu_set("sim:a40", {.sim_clock = device::SimClock::kVirtual}));
+  const auto sim = device::open_gpu_set("sim:a40", {.sim_clock = device::SimClock::kVirtual});
+  GpuSetControl gpus(*sim);
   ASSERT_EQ(gpus.count(), 1);
   EXPECT_THAT(gpus.identity(0).name, ::testing::HasSubstr("A40"));
   EXPECT_EQ(gpus.identity(0).pci_address, "") << "a simulated GPU has no bus";

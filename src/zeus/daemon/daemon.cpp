@@ -65,22 +65,33 @@ CommandOverrides overrides_of(const DaemonOptions& o) {
   return load_command_overrides(o.gpu_command_overrides);
 }
 
-std::unique_ptr<GpuControl> open_gpus(const DaemonOptions& o, const CommandOverrides& overrides,
-                                      std::string* why_none) {
+// Every GPU of the machine from --gpu-backend, or nullptr (saying why) when it cannot open or
+// lists none. The API's control and the metrics listener are views of this one set.
+std::unique_ptr<device::GpuSet> open_machine_gpus(const DaemonOptions& o, std::string* why_none) {
   try {
-    std::unique_ptr<GpuControl> gpus = std::make_unique<GpuSetControl>(device::open_gpu_set(
-        o.gpu_backend, {.respect_visible_devices = false, .zeusd_from_env = false}));
-    if (gpus->count() > 0) {
-      if (!overrides.empty()) {
-        gpus = with_command_overrides(std::move(gpus), overrides);
-      }
-      return gpus;
+    auto set = device::open_gpu_set(o.gpu_backend,
+                                    {.respect_visible_devices = false, .zeusd_from_env = false});
+    if (set->count() > 0) {
+      return set;
     }
     *why_none = fmt::format("--gpu-backend {} lists no GPUs", o.gpu_backend);
   } catch (const Error& e) {
     *why_none = e.what();
   }
-  return std::make_unique<NoGpus>();
+  return nullptr;
+}
+
+// What the API reads and changes: `set` (which must outlive it), through the override file's
+// commands where it has them; NoGpus without a set.
+std::unique_ptr<GpuControl> control_of(device::GpuSet* set, const CommandOverrides& overrides) {
+  if (set == nullptr) {
+    return std::make_unique<NoGpus>();
+  }
+  std::unique_ptr<GpuControl> gpus = std::make_unique<GpuSetControl>(*set);
+  if (!overrides.empty()) {
+    gpus = with_command_overrides(std::move(gpus), overrides);
+  }
+  return gpus;
 }
 
 std::unique_ptr<device::CpuSet> open_cpus(const DaemonOptions& o, std::string* why_none) {
@@ -159,7 +170,8 @@ Inventory inspect(const DaemonOptions& options) {
     inv.ok = false;
     inv.lines.push_back(fmt::format("will not start: {}", e.what()));
   }
-  auto gpus = open_gpus(options, overrides, &why);
+  const auto set = open_machine_gpus(options, &why);
+  const auto gpus = control_of(set.get(), overrides);
   if (gpus->count() == 0) {
     inv.lines.push_back(fmt::format("GPUs: none ({})", why));
   }
@@ -208,7 +220,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   }
   check_state_dir(options_.state_dir);
   std::string why;
-  gpus_ = open_gpus(options_, overrides, &why);
+  gpu_set_ = open_machine_gpus(options_, &why);
+  gpus_ = control_of(gpu_set_.get(), overrides);
   if (gpus_->count() == 0) {
     logger().warn("zeusd: no GPUs ({}); serving CPUs and the clock only", why);
   } else {
@@ -227,8 +240,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
       *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json"});
   api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_, jobs_.get());
   if (!options_.metrics.bind_address.empty()) {
-    metrics_ = std::make_unique<NodeMetrics>(options_.metrics, options_.gpu_backend, cpus_.get(),
-                                             *leases_);
+    metrics_ =
+        std::make_unique<NodeMetrics>(options_.metrics, gpu_set_.get(), cpus_.get(), *leases_);
   }
   server_ = std::make_unique<http::Server>(
       options_.server, [this](const http::Request& r) { return api_->handle(r); });

@@ -62,6 +62,7 @@ class Daemon {
 
  private:
   DaemonOptions options_;
+  std::unique_ptr<device::GpuSet> gpu_set_;  // null without GPUs; gpus_ and metrics_ view it
   std::unique_ptr<GpuControl> gpus_;
   std::unique_ptr<device::CpuSet> cpus_;
   std::unique_ptr<LeaseKeeper> leases_;

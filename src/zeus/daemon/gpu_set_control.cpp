@@ -6,11 +6,11 @@
 
 namespace zeus::daemon {
 
-GpuSetControl::GpuSetControl(std::unique_ptr<device::GpuSet> gpus) : gpus_(std::move(gpus)) {
-  for (int g = 0; g < gpus_->count(); ++g) {
-    identities_.push_back({.name = gpus_->name(g),
-                           .pci_address = gpus_->pci_address(g),
-                           .energy_available = gpus_->capabilities(g).energy_counter});
+GpuSetControl::GpuSetControl(device::GpuSet& gpus) : gpus_(gpus) {
+  for (int g = 0; g < gpus_.count(); ++g) {
+    identities_.push_back({.name = gpus_.name(g),
+                           .pci_address = gpus_.pci_address(g),
+                           .energy_available = gpus_.capabilities(g).energy_counter});
   }
 }
 
@@ -22,47 +22,47 @@ GpuIdentity GpuSetControl::identity(int gpu) const {
 }
 
 uint64_t GpuSetControl::energy_mj(int gpu) {
-  const auto mj = gpus_->energy_mj(gpu);
+  const auto mj = gpus_.energy_mj(gpu);
   if (!mj) {
-    throw NotSupported(fmt::format("GPU {} ({}) has no energy counter", gpu, gpus_->name(gpu)));
+    throw NotSupported(fmt::format("GPU {} ({}) has no energy counter", gpu, gpus_.name(gpu)));
   }
   return static_cast<uint64_t>(*mj);
 }
 
 uint32_t GpuSetControl::power_mw(int gpu) {
-  return static_cast<uint32_t>(gpus_->power_mw(gpu));
+  return static_cast<uint32_t>(gpus_.power_mw(gpu));
 }
 
 uint32_t GpuSetControl::power_limit_mw(int gpu) {
-  return static_cast<uint32_t>(gpus_->power_limit_mw(gpu));
+  return static_cast<uint32_t>(gpus_.power_limit_mw(gpu));
 }
 
 PowerLimitRange GpuSetControl::power_limit_constraints_mw(int gpu) {
-  return gpus_->power_limit_constraints_mw(gpu);
+  return gpus_.power_limit_constraints_mw(gpu);
 }
 
 void GpuSetControl::set_power_limit_mw(int gpu, uint32_t limit_mw) {
-  gpus_->set_power_limit_mw(gpu, limit_mw);
+  gpus_.set_power_limit_mw(gpu, limit_mw);
 }
 
 void GpuSetControl::set_persistence_mode(int gpu, bool enabled) {
-  gpus_->set_persistence_mode(gpu, enabled);
+  gpus_.set_persistence_mode(gpu, enabled);
 }
 
 void GpuSetControl::set_gpu_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
-  gpus_->set_gpu_locked_clocks(gpu, min_mhz, max_mhz);
+  gpus_.set_gpu_locked_clocks(gpu, min_mhz, max_mhz);
 }
 
 void GpuSetControl::reset_gpu_locked_clocks(int gpu) {
-  gpus_->reset_gpu_locked_clocks(gpu);
+  gpus_.reset_gpu_locked_clocks(gpu);
 }
 
 void GpuSetControl::set_mem_locked_clocks(int gpu, uint32_t min_mhz, uint32_t max_mhz) {
-  gpus_->set_mem_locked_clocks(gpu, min_mhz, max_mhz);
+  gpus_.set_mem_locked_clocks(gpu, min_mhz, max_mhz);
 }
 
 void GpuSetControl::reset_mem_locked_clocks(int gpu) {
-  gpus_->reset_mem_locked_clocks(gpu);
+  gpus_.reset_mem_locked_clocks(gpu);
 }
 
 }  // namespace zeus::daemon

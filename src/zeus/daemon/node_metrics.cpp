@@ -8,7 +8,6 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/daemon/leases.h"
-#include "zeus/device/discovery.h"
 #include "zeus/metrics/gpu_set_telemetry.h"
 
 namespace zeus::daemon {
@@ -33,13 +32,10 @@ std::string job_of_process(pid_t pid) {
   return slurm.empty() ? zeus : slurm;
 }
 
-NodeMetrics::NodeMetrics(const MetricsOptions& options, const std::string& gpu_backend,
-                         device::CpuSet* cpus, const LeaseKeeper& leases) {
-  try {
-    gpus_ = std::make_unique<metrics::GpuSetTelemetry>(device::open_gpu_set(
-        gpu_backend, {.respect_visible_devices = false, .zeusd_from_env = false}));
-  } catch (const Error& e) {
-    logger().warn("zeusd metrics: no GPU telemetry ({}); serving CPU metrics only", e.what());
+NodeMetrics::NodeMetrics(const MetricsOptions& options, device::GpuSet* gpus, device::CpuSet* cpus,
+                         const LeaseKeeper& leases) {
+  if (gpus != nullptr) {
+    gpus_ = std::make_unique<metrics::GpuSetTelemetry>(*gpus);
   }
   metrics::NodeSamplerOptions sampler;
   sampler.period = options.period;

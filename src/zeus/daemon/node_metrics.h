@@ -24,10 +24,10 @@ struct MetricsOptions {
 
 class NodeMetrics {
  public:
-  // `cpus` may be null. The GPUs are opened again from the registry (`gpu_backend`, as zeusd's
-  // --gpu-backend; telemetry beyond what the API reads); a machine without GPUs serves the CPU
-  // families, and the GPU ones without series.
-  NodeMetrics(const MetricsOptions& options, const std::string& gpu_backend, device::CpuSet* cpus,
+  // `gpus` and `cpus` may be null, and must outlive this object: the daemon's own sets, read
+  // here for telemetry beyond what the API reads. Without GPUs it serves the CPU families, and
+  // the GPU ones without series.
+  NodeMetrics(const MetricsOptions& options, device::GpuSet* gpus, device::CpuSet* cpus,
               const LeaseKeeper& leases);
   ~NodeMetrics();
   NodeMetrics(const NodeMetrics&) = delete;

@@ -6,10 +6,6 @@
 
 namespace zeus::metrics {
 
-GpuSetTelemetry::GpuSetTelemetry(std::unique_ptr<device::GpuSet> gpus) : GpuSetTelemetry(*gpus) {
-  owned_ = std::move(gpus);
-}
-
 GpuSetTelemetry::GpuSetTelemetry(device::GpuSet& gpus) : gpus_(gpus) {
   for (int i = 0; i < gpus_.count(); ++i) {
     identities_.push_back(GpuIdentity{gpus_.machine_index(i), gpus_.uuid(i), gpus_.name(i)});

@@ -3,7 +3,6 @@
 // capabilities); the `gpu` label is the GPU's machine index.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "zeus/device/gpu_set.h"
@@ -15,15 +14,12 @@ class GpuSetTelemetry final : public GpuTelemetry {
  public:
   // `gpus` must outlive this object.
   explicit GpuSetTelemetry(device::GpuSet& gpus);
-  // Owns the set (zeusd's metrics listener opens the machine's GPUs for itself).
-  explicit GpuSetTelemetry(std::unique_ptr<device::GpuSet> gpus);
 
   int count() const override { return static_cast<int>(identities_.size()); }
   const GpuIdentity& identity(int gpu) const override;
   GpuReading read(int gpu) override;
 
  private:
-  std::unique_ptr<device::GpuSet> owned_;
   device::GpuSet& gpus_;
   std::vector<GpuIdentity> identities_;
 };
