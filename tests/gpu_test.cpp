@@ -49,13 +49,7 @@ TEST(Gpu, TheRuntimesUuidIsOneOfNvmlsGpus) {
   const std::string uuid = cuda::device_uuid(0);
   EXPECT_THAT(uuid, ::testing::MatchesRegex("GPU-[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}"));
   const auto nvml = device::open_gpu_set("nvml", {.respect_visible_devices = false});
-  std::vector<device::MachineGpuIdentity> gpus;
-  for (int g = 0; g < nvml->count(); ++g) {
-    gpus.push_back({nvml->uuid(g), nvml->name(g)});
-  }
-  const auto match =
-      device::match_cuda_device({.runtime_uuid = uuid, .index = 0}, gpus,
-                                [&](std::string_view mig) { return nvml->mig_parent_uuid(mig); });
+  const auto match = device::match_cuda_device({.runtime_uuid = uuid, .index = 0}, *nvml);
   ASSERT_TRUE(match);
   EXPECT_EQ(nvml->name(match->machine_index), cuda::device_name(0))
       << "NVML and CUDA name the same GPU";

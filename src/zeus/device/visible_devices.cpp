@@ -9,6 +9,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/device/gpu_set.h"
 
 namespace zeus::device {
 namespace {
@@ -180,6 +181,15 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
   return CudaMatch{machine_index,
                    ref.visible_devices ? "by CUDA_VISIBLE_DEVICES" : "by index (all GPUs visible)",
                    note};
+}
+
+std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref, const GpuSet& machine) {
+  std::vector<MachineGpuIdentity> gpus;
+  for (int g = 0; g < machine.count(); ++g) {
+    gpus.push_back({machine.uuid(g), machine.name(g)});
+  }
+  return match_cuda_device(
+      ref, gpus, [&machine](std::string_view mig) { return machine.mig_parent_uuid(mig); });
 }
 
 }  // namespace zeus::device

@@ -57,4 +57,9 @@ std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,
                                            const std::vector<MachineGpuIdentity>& gpus,
                                            const MigParentLookup& mig_parent = {});
 
+class GpuSet;
+// The same over `machine`, a set opened machine-wide (every GPU, in machine order), with its MIG
+// lookups: the form a job and a test use.
+std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref, const GpuSet& machine);
+
 }  // namespace zeus::device

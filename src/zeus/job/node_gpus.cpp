@@ -114,10 +114,6 @@ void NodeGpus::open_simulated() {
 int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   const auto machine =
       device::open_gpu_set(o_.device, {.respect_visible_devices = false, .zeusd_from_env = false});
-  std::vector<device::MachineGpuIdentity> gpus;
-  for (int g = 0; g < machine->count(); ++g) {
-    gpus.push_back({machine->uuid(g), machine->name(g)});
-  }
   device::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
   ref.visible_devices = get_env_set(kEnvCudaVisibleDevices);
@@ -128,8 +124,7 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
                               ref.visible_devices->find(',') == std::string::npos &&
                               !ref.visible_devices->empty();
   ref.index = device.cuda_index.value_or(one_of_its_own ? 0 : ranks_.local_rank);
-  const auto match = device::match_cuda_device(
-      ref, gpus, [&](std::string_view mig) { return machine->mig_parent_uuid(mig); });
+  const auto match = device::match_cuda_device(ref, *machine);
   if (!match) {
     logger().warn(
         "rank {} (local rank {}) has no GPU of its own ({} GPU(s) on the machine, "
@@ -140,9 +135,9 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   if (match->note) {
     logger().warn("rank {}: {}", ranks_.rank, *match->note);
   }
-  const auto& gpu = gpus[static_cast<size_t>(match->machine_index)];
   logger().debug("rank {} trains on the machine's GPU {} ({}, {}), found {}", ranks_.rank,
-                 match->machine_index, gpu.uuid, gpu.name, match->how);
+                 match->machine_index, machine->uuid(match->machine_index),
+                 machine->name(match->machine_index), match->how);
   return match->machine_index;
 }
 

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"

@@ -4,10 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
-#include <numeric>
 
 #include "zeus/optimize/pruning.h"
 
