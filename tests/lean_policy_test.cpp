@@ -16,7 +16,6 @@ using ::testing::HasSubstr;
 namespace zeus::optimize {
 namespace {
 
-using contract::append_history;
 using contract::read_history;
 
 struct Outcome {

@@ -238,21 +238,19 @@ TEST_F(Slurm, ScancelMidProfilingRestoresTheLimits) {
     ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
     job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
     bool port_lost = false;
-    lowered = test::eventually(
-        [&] {
-          for (const auto& [gpu, mw] : nvml.limit_history()) {
-            if (mw < 280'000) {
-              return true;
-            }
-          }
-          const std::string text = fs::exists(out) ? read_file(out) : "";
-          port_lost = text.find("EADDRINUSE") != std::string::npos ||
-                      text.find("ddress already in use") != std::string::npos;
-          return port_lost;
-        },
-        120s);
+    const auto lowered_or_port_lost = [&] {
+      for (const auto& [gpu, mw] : nvml.limit_history()) {
+        if (mw < 280'000) {
+          return true;
+        }
+      }
+      const std::string text = fs::exists(out) ? read_file(out) : "";
+      port_lost = text.find("EADDRINUSE") != std::string::npos ||
+                  text.find("ddress already in use") != std::string::npos;
+      return port_lost;
+    };
+    lowered = test::eventually(lowered_or_port_lost, 120s) && !port_lost;
     if (port_lost) {
-      lowered = false;
       std::cerr << "job " << job << " lost its rendezvous port to another process; again\n";
       test::run_process({slurm_tool("scancel"), job});
       test::eventually([&] { return test::marked(mark).empty(); }, 60s);

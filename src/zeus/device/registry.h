@@ -60,6 +60,8 @@ struct GpuBackend {
 
 // Every registered backend, in the order "auto" tries them.
 const std::vector<GpuBackend>& gpu_backends();
+// The backend whose name is the locator's first word ("nvml", "sim:v100" -> "sim"), or nullptr.
+const GpuBackend* find_gpu_backend(std::string_view locator);
 
 struct OpenCpuSetOptions {
   // RAPL's powercap root; empty: $ZEUS_RAPL_ROOT, else /sys/class/powercap.
@@ -74,7 +76,5 @@ struct CpuBackend {
   std::function<std::unique_ptr<CpuSet>(const OpenCpuSetOptions&)> open;
 };
 const std::vector<CpuBackend>& cpu_backends();
-// The backend whose name is the locator's first word ("nvml", "sim:v100" -> "sim"), or nullptr.
-const GpuBackend* find_gpu_backend(std::string_view locator);
 
 }  // namespace zeus::device
