@@ -28,8 +28,11 @@ test: build
 # through zeusd; it fails on any limit left lowered, process left or half-written file.
 FAULTS ?= 30
 FAULT_SEED ?= 2026
+AMD_FAULTS ?= 10
 test-faults:
 	python3 bench/faults/campaign.py --build $(BUILD_DIR) --faults $(FAULTS) --seed $(FAULT_SEED)
+	python3 bench/faults/campaign.py --build $(BUILD_DIR) --faults $(AMD_FAULTS) \
+	  --seed $(FAULT_SEED) --vendor amd
 
 # The Python package alone (the C++ build provides the zeus CLI and the fake NVML the suite uses).
 PYTEST_FLAGS ?= -q -rs

@@ -1,4 +1,5 @@
-// Cost of one power sample of 8 GPUs (simulated, and real NVML backend over the fake library),
+// Cost of one power sample of 8 GPUs (simulated, the NVML backend over the fake NVML and the AMD
+// SMI backend over the fake libamd_smi, side by side in one run),
 // and the lateness of the PowerMonitor's fixed schedule at 10 ms and 100 ms periods.
 //
 //   build/release/bench/monitor_bench                 # all; jitter runs 10 s per period
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "zeus/device/amdsmi/amdsmi_gpu_set.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/sim/sim_gpu_set.h"
 #include "zeus/monitor/power_monitor.h"
@@ -36,12 +38,17 @@ std::unique_ptr<zeus::device::sim::SimGpuSet> make_sim() {
   return std::make_unique<zeus::device::sim::SimGpuSet>(options);
 }
 
-void BM_SampleSim8(benchmark::State& state) {
-  auto gpus = make_sim();
+// The benchmark's loop: one sample of every GPU per iteration.
+void sample_loop(benchmark::State& state, zeus::device::GpuSet& gpus) {
   for (auto _ : state) {
-    sample_all(*gpus);
+    sample_all(gpus);
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+void BM_SampleSim8(benchmark::State& state) {
+  auto gpus = make_sim();
+  sample_loop(state, *gpus);
 }
 BENCHMARK(BM_SampleSim8);
 
@@ -75,13 +82,38 @@ void BM_SampleFakeNvml8(benchmark::State& state) {
   options.library.path = ZEUS_FAKE_NVML_FULL;
   options.respect_visible_devices = false;
   zeus::device::nvml::NvmlGpuSet gpus(options);
-  for (auto _ : state) {
-    sample_all(gpus);
-  }
-  state.SetItemsProcessed(state.iterations());
+  sample_loop(state, gpus);
   std::filesystem::remove_all(path.parent_path());
 }
 BENCHMARK(BM_SampleFakeNvml8);
+
+// The same 8 GPUs as MI300Xs behind the fake libamd_smi (socket power in W, caps in uW).
+void BM_SampleFakeAmdsmi8(benchmark::State& state) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("zeus-bench-amd-{}", getpid());
+  std::filesystem::create_directories(dir);
+  nlohmann::json s;
+  for (int i = 0; i < kGpus; ++i) {
+    s["gpus"].push_back({{"name", "AMD Instinct MI300X"},
+                         {"uuid", fmt::format("GPU-amdbench{}", i)},
+                         {"hip_id", i},
+                         {"power_w", 150},
+                         {"cap_uw", 300000000},
+                         {"min_cap_uw", 100000000},
+                         {"max_cap_uw", 300000000},
+                         {"default_cap_uw", 300000000}});
+  }
+  s["faults"] = nlohmann::json::object();
+  std::ofstream(dir / "state.json") << s.dump();
+  ::setenv("FAKE_AMDSMI_STATE", (dir / "state.json").c_str(), 1);
+  zeus::device::amdsmi::AmdsmiGpuSetOptions options;
+  options.library.path = ZEUS_FAKE_AMDSMI;
+  options.respect_visible_devices = false;
+  zeus::device::amdsmi::AmdsmiGpuSet gpus(options);
+  sample_loop(state, gpus);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SampleFakeAmdsmi8);
 
 // Runs a PowerMonitor over 8 simulated GPUs and reports how late samples were taken.
 void report_jitter(std::chrono::milliseconds period, std::chrono::seconds duration) {

@@ -293,11 +293,12 @@ TEST(NvmlGpuSet, MissingLibraryIsNotSupportedWithDlerror) {
     EXPECT_THAT(e.what(), HasSubstr("sim:"));
   }
   const auto backends = discover_gpu_backends();
-  ASSERT_EQ(backends.size(), 2u);
+  ASSERT_EQ(backends.size(), 3u);
   EXPECT_EQ(backends[0].backend, "nvml");
   EXPECT_FALSE(backends[0].available);
   EXPECT_THAT(backends[0].reason, HasSubstr("cannot open shared object file"));
-  EXPECT_TRUE(backends[1].available) << backends[1].reason;
+  EXPECT_EQ(backends[1].backend, "amdsmi");
+  EXPECT_TRUE(backends[2].available) << backends[2].reason;
   EXPECT_THROW(open_gpu_set("auto", {}), ConfigError);
 }
 

@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include "metrics_support.h"
+#include "support/fake_amdsmi_machine.h"
 
 namespace zeus::test {
 namespace {
@@ -16,12 +17,12 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 // `zeus monitor --serve` on a free port, ready once it printed where it serves.
-std::unique_ptr<Child> start_monitor(std::string* address) {
+std::unique_ptr<Child> start_monitor(std::string* address, const std::string& device = "auto") {
   for (int attempt = 0; attempt < 3; ++attempt) {
     *address = fmt::format("127.0.0.1:{}", free_port());
-    auto child = std::make_unique<Child>(std::vector<std::string>{ZEUS_CLI_PATH, "monitor",
-                                                                  "--serve", *address, "--interval",
-                                                                  "100ms", "--duration", "120s"});
+    auto child = std::make_unique<Child>(
+        std::vector<std::string>{ZEUS_CLI_PATH, "monitor", "--serve", *address, "--interval",
+                                 "100ms", "--duration", "120s", "--device", device});
     if (eventually(
             [&] { return http_call("GET", "http://" + *address + "/metrics").status == 200; },
             seconds(15))) {
@@ -89,6 +90,39 @@ TEST(PrometheusScrape, SeesTheFakeGpusPowerLimitsAndAFailingGpu) {
   // The exporter served on; the monitor's own measurement ended with GPU 2, which it reports.
   monitor->kill(SIGINT);
   EXPECT_EQ(monitor->wait().exit_code, 1);
+}
+
+// The same families for AMD GPUs, in their units: socket power in W, caps from uW, the counter's
+// energy; the exporter's `gpu` label is AMD SMI's index (upstream zeusd's GPU ids).
+TEST(PrometheusScrape, SeesAmdGpusThroughAmdSmi) {
+  std::vector<FakeAmdGpu> gpus = mi300xs(2);
+  gpus[1].cap_uw = 600'000'000;
+  gpus[1].temperature_c.reset();
+  FakeAmdsmi amd(gpus);
+  std::string address;
+  auto monitor = start_monitor(&address, "amdsmi");
+  ASSERT_TRUE(monitor) << "zeus monitor --serve --device amdsmi did not answer";
+  std::string why;
+  auto prometheus = PrometheusServer::start({address}, why);
+  if (!prometheus) {
+    ZEUS_SKIP_WITHOUT_SERVER(why);
+  }
+  const auto power = prometheus->query_until_series("zeus_gpu_power_watts", seconds(20));
+  ASSERT_EQ(power.size(), 2u) << power.dump();
+  EXPECT_EQ(series_value(power, {{"gpu", "1"}, {"uuid", gpus[1].uuid}}), 310.0);
+  const auto limits = prometheus->query("zeus_gpu_power_limit_watts");
+  EXPECT_EQ(series_value(limits, {{"gpu", "1"}}), 600.0) << "600000000 uW";
+  EXPECT_EQ(series_value(prometheus->query("zeus_gpu_power_limit_max_watts"), {{"gpu", "0"}}),
+            750.0);
+  const auto temperature = prometheus->query("zeus_gpu_temperature_celsius");
+  ASSERT_EQ(temperature.size(), 1u) << "GPU 1 lacks the sensor: no series" << temperature.dump();
+  EXPECT_EQ(series_value(temperature, {{"gpu", "0"}}), 45.0);
+  const auto rate = prometheus->query_until_series(
+      "irate(zeus_gpu_energy_joules_total{gpu=\"0\"}[5s])", seconds(20));
+  ASSERT_EQ(rate.size(), 1u);
+  EXPECT_NEAR(*series_value(rate, {}), 300.0, 30.0);
+  monitor->kill(SIGINT);
+  monitor->wait();
 }
 
 TEST(PrometheusScrape, MonitorServeRefusesAnAddressInUse) {

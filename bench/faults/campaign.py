@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The fault campaign: proves the restore rule (Note [restore rule] in docs/security.md).
 
-    python3 bench/faults/campaign.py --build BUILD_DIR --faults N --seed S
+    python3 bench/faults/campaign.py --build BUILD_DIR --faults N --seed S [--vendor amd]
 
 Runs N seeded random faults against short 2-rank jobs (the loader worker under `zeus run`, on
-the fake NVML, two A40s held at 280 W by the "site", below their 300 W maximum): directly as
+the fake NVML, two A40s held at 280 W by the "site", below their 300 W maximum; with
+--vendor amd on the fake libamd_smi, two MI300Xs whose caps are in uW at the library): directly as
 root, and through zeusd as an unprivileged user. Each fault strikes at a random moment of the
 job (starting, profiling, training, exiting):
 
@@ -53,6 +54,11 @@ KINDS = [
 class FakeNvml:
     """The fake NVML's state file, changed under the library's own lock."""
 
+    device = "nvml"
+    limit_key = "limit_mw"
+    per_mw = 1  # the library's unit per mW
+    retried_error = 999  # NVML_ERROR_UNKNOWN: retried by the rule
+
     def __init__(self, root: Path, build: Path, permissive: bool) -> None:
         self.path = root / "nvml-state.json"
         self.library = build / "tests/fakes/full/libnvidia-ml.so.1"
@@ -62,14 +68,17 @@ class FakeNvml:
         state = {"gpus": [dict(gpu, uuid=f"GPU-00000000-0000-0000-0000-00000000000{i}")
                           for i in range(2)],
                  "faults": {}, "permissive": permissive, "limit_history": []}
+        self._start(root, state)
+
+    def env(self) -> dict[str, str]:
+        return {"ZEUS_NVML_LIBRARY": str(self.library), "FAKE_NVML_STATE": str(self.path)}
+
+    def _start(self, root: Path, state: dict) -> None:
         self._write(state)
         lock = str(self.path) + ".lock"
         os.close(os.open(lock, os.O_RDWR | os.O_CREAT, 0o666))
         os.chmod(lock, 0o666)  # the fake library locks it in every uid's process
         os.chmod(root, 0o755)
-
-    def env(self) -> dict[str, str]:
-        return {"ZEUS_NVML_LIBRARY": str(self.library), "FAKE_NVML_STATE": str(self.path)}
 
     def _write(self, state: dict) -> None:
         tmp = self.path.with_suffix(".tmp-campaign")
@@ -86,7 +95,9 @@ class FakeNvml:
             self._write(state)
 
     def limits(self) -> list[int]:
-        return [g["limit_mw"] for g in json.loads(self.path.read_text())["gpus"]]
+        """Every GPU's limit in mW."""
+        return [g[self.limit_key] // self.per_mw
+                for g in json.loads(self.path.read_text())["gpus"]]
 
     def set_error(self, gpu: int, code: int) -> None:
         def mutate(s: dict) -> None:
@@ -96,9 +107,32 @@ class FakeNvml:
     def reset(self) -> None:
         def mutate(s: dict) -> None:
             for g in s["gpus"]:
-                g["limit_mw"] = SITE_MW
+                g[self.limit_key] = SITE_MW * self.per_mw
                 g["faults"] = {}
         self.update(mutate)
+
+
+class FakeAmdsmi(FakeNvml):
+    """The fake libamd_smi's state file: the same machine, its caps in uW."""
+
+    device = "amdsmi"
+    limit_key = "cap_uw"
+    per_mw = 1000
+    retried_error = 8  # AMDSMI_STATUS_TIMEOUT: retried by the rule
+
+    def __init__(self, root: Path, build: Path, permissive: bool) -> None:
+        self.path = root / "amdsmi-state.json"
+        self.library = build / "tests/fakes/amdsmi/lib/libamd_smi.so.26"
+        gpu = {"name": "AMD Instinct MI300X", "power_w": 150, "cap_uw": SITE_MW * 1000,
+               "min_cap_uw": 100_000_000, "max_cap_uw": 300_000_000,
+               "default_cap_uw": 300_000_000}
+        state = {"gpus": [dict(gpu, uuid=f"GPU-amd000000000000{i}", hip_id=i,
+                               bdf=f"0000:{0x0c + 16 * i:02x}:00.0") for i in range(2)],
+                 "faults": {}, "permissive": permissive, "limit_history": []}
+        self._start(root, state)
+
+    def env(self) -> dict[str, str]:
+        return {"ZEUS_AMDSMI_LIBRARY": str(self.library), "FAKE_AMDSMI_STATE": str(self.path)}
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -142,11 +176,13 @@ class Machine:
     build: Path
     root: Path
     zeusd_mode: bool
-    nvml: FakeNvml = field(init=False)
+    vendor: str = "nvidia"
+    fake: FakeNvml = field(init=False)  # the machine's fake library, whichever vendor's
     zeusd: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
-        self.nvml = FakeNvml(self.root, self.build, permissive=not self.zeusd_mode)
+        fake = FakeAmdsmi if self.vendor == "amd" else FakeNvml
+        self.fake = fake(self.root, self.build, permissive=not self.zeusd_mode)
         self.shared = self.root / "shared"
         self.shared.mkdir(mode=0o1777, exist_ok=True)
         os.chmod(self.shared, 0o1777)
@@ -158,10 +194,11 @@ class Machine:
         return self.root / "zeusd.sock"
 
     def start_zeusd(self) -> None:
-        env = dict(os.environ, **self.nvml.env())
+        env = dict(os.environ, **self.fake.env())
         self.zeusd = subprocess.Popen(
             [str(self.build / "apps/zeusd/zeusd"), "serve", "--socket-path", str(self.socket),
-             "--state-dir", str(self.root / "zeusd-state"), "--socket-permissions", "666"],
+             "--state-dir", str(self.root / "zeusd-state"), "--socket-permissions", "666",
+             "--gpu-backend", self.fake.device],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while not self.socket.exists() and time.monotonic() < deadline:
@@ -213,7 +250,7 @@ def start_job(m: Machine, run_dir: Path, mark: str, epochs: int) -> Job:
     argv = [str(m.build / "apps/zeus/zeus"), "run", "--nproc-per-node", "2", "--standalone",
             "--grace-period", "2s", str(worker), "--samples", "320", "--batch-size", "4",
             "--max-epochs", str(epochs), "--metrics", "0.1,0.9", "--step-ms", "8"]
-    env = dict(os.environ, **m.nvml.env(), ZEUS_DEVICE="nvml", ZEUS_LOG_DIR=str(log),
+    env = dict(os.environ, **m.fake.env(), ZEUS_DEVICE=m.fake.device, ZEUS_LOG_DIR=str(log),
                ZEUS_TARGET_METRIC="0.5", ZEUS_PROFILE_PARAMS="1,3", ZEUS_TEST_MARK=mark)
     env.pop("ZEUSD_SOCK_PATH", None)
     if m.zeusd_mode:
@@ -259,11 +296,11 @@ def strike(m: Machine, job: Job, kind: str, rng: random.Random, run_dir: Path,
     time.sleep(rng.uniform(0.0, calib_s))
     if kind == "restore-fails":
         gpu = rng.randrange(2)
-        m.nvml.set_error(gpu, 999)  # NVML_ERROR_UNKNOWN: retried by the rule
+        m.fake.set_error(gpu, m.fake.retried_error)
         if rng.random() < 0.5:
             kill([job.proc.pid], signal.SIGKILL)  # the launcher dies while it cannot restore
         time.sleep(rng.uniform(0.5, 4.0))
-        m.nvml.set_error(gpu, 0)
+        m.fake.set_error(gpu, 0)
         return
     if kind == "kill-zeusd":
         m.kill_zeusd()
@@ -303,7 +340,7 @@ def settle(m: Machine, job: Job, run_dir: Path, outcome: Outcome) -> None:
         outcome.left += len(left)
         outcome.notes.append(f"processes left: {[' '.join(cmdline(p))[:80] for p in left]}")
         kill(left, signal.SIGKILL)
-    while time.monotonic() < deadline and (min(m.nvml.limits()) < SITE_MW and
+    while time.monotonic() < deadline and (min(m.fake.limits()) < SITE_MW and
                                            not journals(run_dir) and not m.pending_leases()):
         time.sleep(0.1)
     for bad in half_written(run_dir):
@@ -336,8 +373,8 @@ def one_fault(m: Machine, index: int, kind: str, rng: random.Random, calib_s: fl
     settle(m, job, run_dir, outcome)
     if mounted:
         (run_dir / "log" / "filler").unlink(missing_ok=True)
-    if min(m.nvml.limits()) < SITE_MW and not journals(run_dir) and not m.pending_leases():
-        outcome.notes.append(f"limits {m.nvml.limits()} lowered with no journal or lease")
+    if min(m.fake.limits()) < SITE_MW and not journals(run_dir) and not m.pending_leases():
+        outcome.notes.append(f"limits {m.fake.limits()} lowered with no journal or lease")
     # The next job in the same place: it restores what was left, and runs clean.
     if m.zeusd_mode and m.zeusd is None:
         m.start_zeusd()
@@ -349,18 +386,18 @@ def one_fault(m: Machine, index: int, kind: str, rng: random.Random, calib_s: fl
         outcome.notes.append(f"the next job exited {nxt.proc.returncode}: "
                              f"{nxt.output[-600:]}")  # type: ignore[attr-defined]
     deadline = time.monotonic() + DEADLINE_S
-    while min(m.nvml.limits()) < SITE_MW and time.monotonic() < deadline:
+    while min(m.fake.limits()) < SITE_MW and time.monotonic() < deadline:
         time.sleep(0.1)
-    lowered = sum(1 for mw in m.nvml.limits() if mw < SITE_MW)
+    lowered = sum(1 for mw in m.fake.limits() if mw < SITE_MW)
     if lowered:
         outcome.lowered += lowered
-        outcome.notes.append(f"after the next job, limits {m.nvml.limits()}")
+        outcome.notes.append(f"after the next job, limits {m.fake.limits()}")
     outcome.left += nxt_outcome.left
     outcome.corrupt += nxt_outcome.corrupt
     outcome.notes += nxt_outcome.notes
     if mounted:
         subprocess.run(["umount", "-l", str(run_dir / "log")], capture_output=True)
-    m.nvml.reset()  # whatever happened, the next fault starts from the site's limits
+    m.fake.reset()  # whatever happened, the next fault starts from the site's limits
     shutil.rmtree(run_dir, ignore_errors=True)
     return outcome
 
@@ -374,7 +411,7 @@ def calibrate(m: Machine) -> float:
     shutil.rmtree(run_dir, ignore_errors=True)
     if job.proc.returncode != 0:
         sys.exit(f"campaign: the fault-free job failed (exit {job.proc.returncode}):\n{out}")
-    m.nvml.reset()
+    m.fake.reset()
     return took
 
 
@@ -384,10 +421,13 @@ def main() -> int:
     p.add_argument("--faults", type=int, default=30)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--only", type=int, help="replay fault K of this seed alone")
+    p.add_argument("--vendor", choices=("nvidia", "amd"), default="nvidia",
+                   help="the fake GPUs' vendor library: NVML or AMD SMI")
     args = p.parse_args()
     build = args.build.resolve()
     for need in ("apps/zeus/zeus", "apps/zeusd/zeusd", "tests/zeus_test_loader_worker",
-                 "tests/zeus_test_as_uid", "tests/fakes/full/libnvidia-ml.so.1"):
+                 "tests/zeus_test_as_uid", "tests/fakes/full/libnvidia-ml.so.1",
+                 "tests/fakes/amdsmi/lib/libamd_smi.so.26"):
         if not (build / need).exists():
             sys.exit(f"campaign: {build / need} is missing: build the tests first "
                      f"(cmake --build --preset ci)")
@@ -399,7 +439,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     plan = [(rng.choice(KINDS), rng.random() < 0.5, rng.randrange(1 << 30))
             for _ in range(args.faults)]
-    print(f"campaign: seed {args.seed}, {args.faults} faults", flush=True)
+    print(f"campaign: seed {args.seed}, {args.faults} faults, {args.vendor} GPUs", flush=True)
     totals = Outcome()
     failures = 0
     start = time.monotonic()
@@ -415,7 +455,7 @@ def main() -> int:
                 if via_zeusd not in machines:
                     root = Path(tmp) / ("zeusd" if via_zeusd else "root")
                     root.mkdir()
-                    machines[via_zeusd] = Machine(build, root, via_zeusd)
+                    machines[via_zeusd] = Machine(build, root, via_zeusd, args.vendor)
                     calib[via_zeusd] = calibrate(machines[via_zeusd])
                 m = machines[via_zeusd]
                 if via_zeusd and m.zeusd is None:

@@ -3,7 +3,9 @@
 // same call made directly on NVML, as root (an administrator's, not leased) and as an
 // unprivileged uid (a lease, journaled and fsynced before the change); (2) a setter SIGKILLed to
 // its GPU back at the original limit; (3) 100 SSE subscribers to one GPU's power stream while
-// the power changes 10 times a second: the daemon's CPU use and the events' lag.
+// the power changes 10 times a second: the daemon's CPU use and the events' lag; (4) the same
+// round trip as (1) on the fake AMD SMI machine (zeusd --gpu-backend amdsmi, caps in uW at the
+// library) against a direct AMD SMI call.
 //   zeusd_bench [--sets 2000] [--kills 20] [--subscribers 100] [--stream-s 10]
 // Needs root (the daemon does, and so does acting as another uid). Prints a table and one JSON
 // line ("zeusd_bench: {...}").
@@ -31,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "zeus/device/amdsmi/amdsmi_gpu_set.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
 #include "zeus/device/zeusd/zeusd_client.h"
 #include "zeus/process/child.h"
@@ -173,21 +176,29 @@ nlohmann::json stats(const std::vector<double>& v) {
           {"n", v.size()}};
 }
 
-// (1) Round trips, interleaved so that both see the same machine state.
-void bench_round_trips(const Options& o, const char* self, nlohmann::json& out) {
-  zeus::device::nvml::NvmlGpuSet direct;  // NVML itself: never routed through zeusd
-  zeus::device::zeusd::ZeusdClient client(*zeus::device::zeusd::ZeusdEndpoint::from_env());
-  std::vector<double> nvml_us;
+// `n` sets of GPU 0 (200 W, 250 W, ...) made directly and through the daemon, interleaved so
+// that both see the same machine state; each one's times in us.
+std::pair<std::vector<double>, std::vector<double>> interleaved_sets(
+    int n, zeus::device::GpuSet& direct, zeus::device::zeusd::ZeusdClient& client) {
+  std::vector<double> direct_us;
   std::vector<double> daemon_us;
-  for (int i = 0; i < o.sets; ++i) {
+  for (int i = 0; i < n; ++i) {
     const int64_t mw = i % 2 == 0 ? 200000 : 250000;
     auto t0 = Clock::now();
     direct.set_power_limit_mw(0, mw);
-    nvml_us.push_back(us_since(t0));
+    direct_us.push_back(us_since(t0));
     t0 = Clock::now();
     client.set_power_limit_mw(0, mw);
     daemon_us.push_back(us_since(t0));
   }
+  return {direct_us, daemon_us};
+}
+
+// (1) Round trips, interleaved so that both see the same machine state.
+void bench_round_trips(const Options& o, const char* self, nlohmann::json& out) {
+  zeus::device::nvml::NvmlGpuSet direct;  // NVML itself: never routed through zeusd
+  zeus::device::zeusd::ZeusdClient client(*zeus::device::zeusd::ZeusdEndpoint::from_env());
+  const auto [nvml_us, daemon_us] = interleaved_sets(o.sets, direct, client);
   out["set_direct_nvml_us"] = stats(nvml_us);
   out["set_via_zeusd_root_us"] = stats(daemon_us);
   Piped user({ZEUS_AS_UID_PATH, "61001", self, "--client", std::to_string(o.sets)}, {});
@@ -318,6 +329,50 @@ void bench_streams(const Options& o, const fs::path& state, const fs::path& sock
 
 }  // namespace
 
+// (4) zeusd over AMD SMI: a second daemon on the fake libamd_smi, timed against direct calls.
+void bench_amd_round_trips(const Options& o, const fs::path& dir, nlohmann::json& out) {
+  nlohmann::json state{{"gpus", nlohmann::json::array()},
+                       {"faults", nlohmann::json::object()},
+                       {"record_history", false}};
+  for (int i = 0; i < 4; ++i) {
+    state["gpus"].push_back({{"name", "AMD Instinct MI300X"},
+                             {"uuid", fmt::format("GPU-amdbench{}", i)},
+                             {"hip_id", i},
+                             {"power_w", 150},
+                             {"cap_uw", 300'000'000},
+                             {"min_cap_uw", 100'000'000},
+                             {"max_cap_uw", 300'000'000},
+                             {"default_cap_uw", 300'000'000}});
+  }
+  const fs::path path = dir / "amdsmi-state.json";
+  write_state(path, state);
+  ::setenv("ZEUS_AMDSMI_LIBRARY", ZEUS_FAKE_AMDSMI, 1);
+  ::setenv("FAKE_AMDSMI_STATE", path.c_str(), 1);
+  const fs::path socket = dir / "zeusd-amd.sock";
+  zeus::process::ChildSpec spec;
+  spec.argv = {ZEUSD_PATH,      "serve",       "--socket-path",
+               socket.string(), "--state-dir", (dir / "state-amd").string(),
+               "--log-level",   "warn",        "--gpu-backend",
+               "amdsmi"};
+  spec.what = "zeusd (AMD SMI)";
+  Child daemon = Child::start(spec);
+  for (int i = 0; i < 500 && !fs::exists(socket); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string nvml_socket = std::getenv("ZEUSD_SOCK_PATH");
+  ::setenv("ZEUSD_SOCK_PATH", socket.c_str(), 1);
+  zeus::device::amdsmi::AmdsmiGpuSet direct;  // AMD SMI itself: never routed through zeusd
+  zeus::device::zeusd::ZeusdClient client(*zeus::device::zeusd::ZeusdEndpoint::from_env());
+  ::setenv("ZEUSD_SOCK_PATH", nvml_socket.c_str(), 1);
+  const auto [direct_us, daemon_us] = interleaved_sets(o.sets, direct, client);
+  if (read_state(path)["gpus"][0]["cap_uw"].get<int64_t>() != 250'000'000) {
+    throw std::runtime_error("the AMD fake's cap is not the last one set (250 W in uW)");
+  }
+  out["set_direct_amdsmi_us"] = stats(direct_us);
+  out["set_via_zeusd_amdsmi_us"] = stats(daemon_us);
+  daemon.stop(std::chrono::seconds(5));
+}
+
 int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -357,6 +412,7 @@ int main(int argc, char** argv) {
     bench_round_trips(o, argv[0], out);
     bench_kill_restore(o, state, out);
     bench_streams(o, state, socket, daemon.pid(), out);
+    bench_amd_round_trips(o, dir, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zeusd_bench: %s\n", e.what());
     return 1;
@@ -375,6 +431,12 @@ int main(int argc, char** argv) {
   std::printf("  through zeusd, uid 61001 (leased)    %8.1f / %8.1f\n",
               out["set_via_zeusd_leased_us"]["p50"].get<double>(),
               out["set_via_zeusd_leased_us"]["p99"].get<double>());
+  std::printf("  direct AMD SMI call (fake, root)     %8.1f / %8.1f\n",
+              out["set_direct_amdsmi_us"]["p50"].get<double>(),
+              out["set_direct_amdsmi_us"]["p99"].get<double>());
+  std::printf("  through zeusd on AMD SMI, root       %8.1f / %8.1f\n",
+              out["set_via_zeusd_amdsmi_us"]["p50"].get<double>(),
+              out["set_via_zeusd_amdsmi_us"]["p99"].get<double>());
   std::printf("setter SIGKILLed -> GPU back, ms (p50 / max, %d kills): %.1f / %.1f\n", o.kills,
               out["kill_to_restored_ms"]["p50"].get<double>(),
               out["kill_to_restored_ms"]["max"].get<double>());

@@ -60,6 +60,9 @@ void bind_cluster(py::module_& m) {
       "The CUDA device index this rank binds (the C++ runtime's rule): 0 when the launcher gave "
       "the worker one device of its own, else the local rank; ConfigError when it does not "
       "exist.");
+  m.def("runtime_visible_devices", &cluster::runtime_visible_devices,
+        "The device list the runtime shows this process: HIP_VISIBLE_DEVICES, else "
+        "CUDA_VISIBLE_DEVICES, else ROCR_VISIBLE_DEVICES; None when none is set.");
   m.def(
       "worker_env_vars",
       [](const cluster::Env& e) {

@@ -23,9 +23,10 @@ FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 # What a launcher or an earlier job may have left in the environment of the suite.
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "TORCHELASTIC_", "ZEUS_", "ZEUSD_",
-                      "FAKE_NVML_")
+                      "FAKE_NVML_", "FAKE_AMDSMI_")
 _LAUNCHER_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                   "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "ROLE_RANK", "CUDA_VISIBLE_DEVICES")
+                   "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "ROLE_RANK", "CUDA_VISIBLE_DEVICES",
+                   "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def zeus_cli() -> Path:

@@ -59,3 +59,23 @@ def test_the_rule_itself() -> None:
     env = _core.detect_env([])
     assert _core.cuda_device_index(env, 1, "7") == 0
     assert _core.cuda_device_index(env, 4, None) == env.local_rank
+
+
+def test_rocm_gives_a_worker_its_own_device_too(fake_cuda, monkeypatch) -> None:
+    # ROCm PyTorch calls AMD GPUs cuda:N; ROCR_VISIBLE_DEVICES=2,3 then HIP_VISIBLE_DEVICES=1
+    # leave this worker one device, HIP GPU 3, which it binds as its cuda:0.
+    fake_cuda["count"] = 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    assert _core.runtime_visible_devices() == "1"
+    assert zdist.init_torch(backend="gloo").device == torch.device("cuda", 0)
+    assert fake_cuda["set"] == [0]
+
+
+def test_rocms_variables_name_themselves_in_errors(fake_cuda, monkeypatch) -> None:
+    fake_cuda["count"] = 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(zeus_cpp.ConfigError, match=r"HIP_VISIBLE_DEVICES='0,1'"):
+        zdist.init_torch(backend="gloo")

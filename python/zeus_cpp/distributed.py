@@ -60,8 +60,9 @@ def init_torch(
     if cuda and set_device:
         # The C++ runtime's rule (zeus/cluster/device_binding.h): under `zeus run --devices`
         # each worker sees one device of its own, its cuda:0.
+        # ROCm PyTorch calls AMD GPUs cuda:N too; its HIP_/ROCR_VISIBLE_DEVICES count as well.
         index = _core.cuda_device_index(
-            env, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+            env, torch.cuda.device_count(), _core.runtime_visible_devices())
         torch.cuda.set_device(index)
         device = torch.device("cuda", index)
     elif cuda:

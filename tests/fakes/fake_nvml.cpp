@@ -46,20 +46,15 @@
 #include <sstream>
 #include <string>
 
+#include "fake_state_file.h"
 #include "zeus/device/nvml/nvml_api.h"
 
 namespace {
 
-struct FakeState {
+struct FakeState : fake_state::StateFile {
   std::mutex mu;
-  nlohmann::json state;
-  std::string path;
   std::chrono::steady_clock::time_point init_time;
   std::atomic<long> device_calls{0};
-  // What the state was read from: a changed file is read again.
-  ino_t inode = 0;
-  off_t size = 0;
-  timespec mtime{};
   bool initialized = false;
   int init_count = 0;  // NVML counts nvmlInit calls; nvmlShutdown shuts down at zero
 };
@@ -69,36 +64,13 @@ FakeState& fake() {
   return s;
 }
 
-nlohmann::json read_state(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
-
-// Reads the state file again when it changed since the last read. Caller holds f.mu.
-void refresh(FakeState& f) {
-  struct stat st {};
-  if (::stat(f.path.c_str(), &st) != 0) {
-    return;  // keep the last state
-  }
-  if (st.st_ino == f.inode && st.st_size == f.size && st.st_mtim.tv_sec == f.mtime.tv_sec &&
-      st.st_mtim.tv_nsec == f.mtime.tv_nsec) {
-    return;
-  }
-  f.state = read_state(f.path);
-  f.inode = st.st_ino;
-  f.size = st.st_size;
-  f.mtime = st.st_mtim;
-}
-
 // Resolves a handle to its GPU index, counting the call for the GPU-lost fault.
 nvmlReturn_t enter(nvmlDevice_t device, size_t* index) {
   FakeState& f = fake();
   if (!f.initialized) {
     return NVML_ERROR_UNINITIALIZED;
   }
-  refresh(f);
+  f.refresh();
   const auto i = reinterpret_cast<uintptr_t>(device);
   if (i == 0 || i > f.state["gpus"].size()) {
     return NVML_ERROR_INVALID_ARGUMENT;
@@ -174,25 +146,9 @@ nvmlReturn_t set_gpu(nvmlDevice_t device, Check check, Mutate mutate) {
     if (const nvmlReturn_t rc = check(f.state["gpus"][i]); rc != NVML_SUCCESS) {
       return rc;
     }
-    const std::string lock_path = f.path + ".lock";
-    const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
+    if (!f.update([&](nlohmann::json& on_disk) { mutate(on_disk, i); })) {
       return NVML_ERROR_UNKNOWN;
     }
-    nlohmann::json on_disk = read_state(f.path);
-    mutate(on_disk, i);
-    const std::string tmp = f.path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << on_disk.dump(2);
-    }
-    const bool ok = std::rename(tmp.c_str(), f.path.c_str()) == 0;
-    ::close(lock_fd);  // releases the lock
-    if (!ok) {
-      return NVML_ERROR_UNKNOWN;
-    }
-    f.inode = 0;  // read our own write again at the next call
-    f.state = std::move(on_disk);
     return NVML_SUCCESS;
   });
 }
@@ -264,7 +220,7 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlInit)() {
     }
     f.path = path;
     f.inode = 0;
-    refresh(f);
+    f.refresh();
     if (const int err = f.state["faults"].value("init_error", 0); err != 0) {
       return err;
     }
@@ -331,7 +287,7 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetCount)(unsigned int* count)
     if (!fake().initialized) {
       return NVML_ERROR_UNINITIALIZED;
     }
-    refresh(fake());
+    fake().refresh();
     *count = static_cast<unsigned int>(fake().state["gpus"].size());
     return NVML_SUCCESS;
   });

@@ -1,5 +1,5 @@
 # Layering probe: no source outside src/zeus/device/ names a GPU vendor's library in code (an
-# identifier such as nvmlDevice_t or device::nvml::, or an include of device/nvml/...). Comments
+# identifier such as nvmlDevice_t, device::nvml:: or amdsmi_init, or an include of device/nvml/...). Comments
 # and string literals may name it (messages say "NVML"); the fake library and the tests aside,
 # and common/env.{h,cpp}: the catalogue of every variable the programs read (ZEUS_NVML_LIBRARY is
 # one; common_test requires each to be declared there), which no backend code is in.
@@ -7,7 +7,7 @@
 if(NOT ROOT)
   message(FATAL_ERROR "vendor_names.cmake: pass -DROOT=<source tree>")
 endif()
-set(vendors "[Nn][Vv][Mm][Ll]")  # AMD's amdsmi joins here (issue #40)
+set(vendors "[Nn][Vv][Mm][Ll]|[Aa][Mm][Dd]_?[Ss][Mm][Ii]")  # NVML; AMD SMI (amdsmi, amd_smi)
 file(GLOB_RECURSE sources RELATIVE ${ROOT}
   ${ROOT}/src/zeus/*.h ${ROOT}/src/zeus/*.cpp ${ROOT}/apps/*.h ${ROOT}/apps/*.cpp
   ${ROOT}/python/ext/*.h ${ROOT}/python/ext/*.cpp)

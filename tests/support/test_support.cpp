@@ -68,13 +68,16 @@ std::vector<FakeGpu> four_a40s() {
   return gpus;
 }
 
-FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library, FakeNvmlOptions options)
-    : state_path_(dir_ / "nvml-state.json") {
+FakeMachine::FakeMachine(const std::string& file_name) : state_path_(dir_ / file_name) {
   // Readable by every uid: the machine's "driver" state (zeusd's tests run clients as others).
   std::filesystem::permissions(
       dir_.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
                        std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
                        std::filesystem::perms::others_exec);
+}
+
+FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library, FakeNvmlOptions options)
+    : FakeMachine("nvml-state.json") {
   nlohmann::json state;
   state["gpus"] = nlohmann::json::array();
   for (const auto& g : gpus) {
@@ -99,7 +102,7 @@ FakeNvml::FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library, FakeNvmlOpti
   state_env_.emplace("FAKE_NVML_STATE", state_path_.string());
 }
 
-void FakeNvml::write(const nlohmann::json& state) const {
+void FakeMachine::write(const nlohmann::json& state) const {
   // Whole files only: processes using the fake re-read it at their next call.
   const std::filesystem::path tmp = state_path_.string() + ".tmp-test";
   {
@@ -109,14 +112,14 @@ void FakeNvml::write(const nlohmann::json& state) const {
   std::filesystem::rename(tmp, state_path_);
 }
 
-nlohmann::json FakeNvml::state() const {
+nlohmann::json FakeMachine::state() const {
   std::ifstream in(state_path_);
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str());
 }
 
-void FakeNvml::update(const std::function<void(nlohmann::json&)>& mutate) const {
+void FakeMachine::update(const std::function<void(nlohmann::json&)>& mutate) const {
   // Under the fake library's own lock, so that a set by another process is not lost.
   const std::string lock_path = state_path_.string() + ".lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -129,12 +132,12 @@ void FakeNvml::update(const std::function<void(nlohmann::json&)>& mutate) const 
   ::close(fd);
 }
 
-void FakeNvml::set_fault(const std::string& name, const nlohmann::json& value) {
+void FakeMachine::set_fault(const std::string& name, const nlohmann::json& value) {
   update([&](nlohmann::json& s) { s["faults"][name] = value; });
 }
 
-void FakeNvml::set_gpu_value(int nvml_index, const std::string& key, const nlohmann::json& value) {
-  update([&](nlohmann::json& s) { s["gpus"][static_cast<size_t>(nvml_index)][key] = value; });
+void FakeMachine::set_gpu_value(int index, const std::string& key, const nlohmann::json& value) {
+  update([&](nlohmann::json& s) { s["gpus"][static_cast<size_t>(index)][key] = value; });
 }
 
 int64_t FakeNvml::limit_mw(int nvml_index) const {

@@ -82,27 +82,36 @@ struct FakeNvmlOptions {
 inline constexpr int kNvmlErrorUnknown = 999;
 inline constexpr int kNvmlErrorGpuIsLost = 15;
 
+// The state file of a fake vendor library (tests/fakes/fake_state_file.h): the test's side,
+// changed under the library's own lock so that no set by another process is lost.
+class FakeMachine {
+ public:
+  const std::filesystem::path& state_path() const { return state_path_; }
+  // Fault switches; take effect at the next library call (the fake re-reads a changed file).
+  void set_fault(const std::string& name, const nlohmann::json& value);
+  // Sets one field of GPU `index` (the library's order).
+  void set_gpu_value(int index, const std::string& key, const nlohmann::json& value);
+  nlohmann::json state() const;
+
+ protected:
+  explicit FakeMachine(const std::string& file_name);
+  void write(const nlohmann::json& state) const;
+  void update(const std::function<void(nlohmann::json&)>& mutate) const;
+  TempDir dir_;
+  std::filesystem::path state_path_;
+};
+
 // A fake NVML machine: writes the state file and points ZEUS_NVML_LIBRARY and FAKE_NVML_STATE
 // at the fake library and the file for the scope (child processes inherit both).
-class FakeNvml {
+class FakeNvml : public FakeMachine {
  public:
   explicit FakeNvml(std::vector<FakeGpu> gpus, bool minimal_library = false,
                     FakeNvmlOptions options = {});
-  const std::filesystem::path& state_path() const { return state_path_; }
-  // Fault switches; take effect at the next NVML call (the fake re-reads a changed file).
-  void set_fault(const std::string& name, const nlohmann::json& value);
-  // Sets one field of GPU `nvml_index` ("power_mw", "faults", ...).
-  void set_gpu_value(int nvml_index, const std::string& key, const nlohmann::json& value);
-  nlohmann::json state() const;
   int64_t limit_mw(int nvml_index) const;
   // (gpu, limit_mw) of every successful set, in order.
   std::vector<std::pair<int, int64_t>> limit_history() const;
 
  private:
-  void write(const nlohmann::json& state) const;
-  void update(const std::function<void(nlohmann::json&)>& mutate) const;
-  TempDir dir_;
-  std::filesystem::path state_path_;
   std::optional<ScopedEnv> library_env_;
   std::optional<ScopedEnv> state_env_;
 };

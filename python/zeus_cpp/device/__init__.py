@@ -1,9 +1,11 @@
 """The GPUs, as Zeus 0.16's ``zeus.device.get_gpus()`` offers them, over zeus-cpp's C++ device
-layer: NVML (through ``zeusd`` for the setters when ``ZEUSD_SOCK_PATH`` / ``ZEUSD_HOST_PORT`` is
-set) or the simulated GPUs (``ZEUS_DEVICE=sim:<gpu>[:<workload>[:<batch size>]]``).
+layer: NVML or AMD SMI (``ZEUS_DEVICE=amdsmi``, or ``auto`` on an AMD machine; through
+``zeusd`` for the setters when ``ZEUSD_SOCK_PATH`` / ``ZEUSD_HOST_PORT`` is set) or the
+simulated GPUs (``ZEUS_DEVICE=sim:<gpu>[:<workload>[:<batch size>]]``).
 
-Indices are the ones CUDA uses (``CUDA_VISIBLE_DEVICES`` applies); powers in mW, energies in
-mJ, clocks in MHz, as upstream. ``block`` is accepted for upstream's signatures: every call
+Indices are the ones PyTorch uses (``CUDA_VISIBLE_DEVICES`` applies; on AMD GPUs HIP's order,
+after ``ROCR_VISIBLE_DEVICES`` and ``HIP_VISIBLE_DEVICES``); powers in mW, energies in mJ,
+clocks in MHz, as upstream (AMD SMI's W and uW are converted). ``block`` is accepted for upstream's signatures: every call
 here completes before it returns."""
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ _by_locator: dict[str, GPUs] = {}
 def get_gpus(ensure_homogeneous: bool = False, device: str | None = None) -> GPUs:
     """The process's GPUs (one object per locator, shared with ``ZeusMonitor`` and the
     optimizers, so a simulated GPU's clock and limits are one). ``device``: a locator; None
-    reads ``ZEUS_DEVICE``, else ``auto`` (NVML)."""
+    reads ``ZEUS_DEVICE``, else ``auto`` (NVML, else AMD SMI)."""
     locator = device if device is not None else os.environ.get("ZEUS_DEVICE") or "auto"
     with _lock:
         gpus = _by_locator.get(locator)

@@ -1,14 +1,38 @@
 #include "zeus/cluster/device_binding.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <vector>
+
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 
 namespace zeus::cluster {
 
+std::optional<std::string> runtime_visible_devices() {
+  for (const EnvVar& var :
+       {kEnvHipVisibleDevices, kEnvCudaVisibleDevices, kEnvRocrVisibleDevices}) {
+    if (auto value = get_env_set(var)) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string describe_visible_devices(const std::optional<std::string>& visible) {
+  std::vector<std::string> set;
+  for (const EnvVar& var :
+       {kEnvHipVisibleDevices, kEnvCudaVisibleDevices, kEnvRocrVisibleDevices}) {
+    if (const auto value = get_env_set(var)) {
+      set.push_back(fmt::format("{}='{}'", var.name, *value));
+    }
+  }
+  if (!set.empty()) {
+    return fmt::format("{}", fmt::join(set, ", "));
+  }
   return visible ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *visible)
                  : std::string("CUDA_VISIBLE_DEVICES unset");
 }

@@ -26,7 +26,15 @@ struct CudaBindingRequest {
 // CUDA_VISIBLE_DEVICES, and what to do, when that device does not exist.
 int cuda_device_index(const CudaBindingRequest& request, const Env& env);
 
-// "CUDA_VISIBLE_DEVICES='2,3'" or "CUDA_VISIBLE_DEVICES unset", for messages.
+// The list of devices the runtime shows this process, as the variable closest to it holds it:
+// HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (which CUDA and HIP read), else ROCm's
+// ROCR_VISIBLE_DEVICES (the filter below HIP); std::nullopt when none is set. Rule 2 above reads
+// it: under ROCm, HIP_VISIBLE_DEVICES=1 gives the worker one device of its own just as
+// CUDA_VISIBLE_DEVICES=1 does under CUDA.
+std::optional<std::string> runtime_visible_devices();
+
+// "CUDA_VISIBLE_DEVICES='2,3'" or "CUDA_VISIBLE_DEVICES unset" (with ROCm's variables when set),
+// for messages.
 std::string describe_visible_devices(const std::optional<std::string>& visible);
 
 }  // namespace zeus::cluster

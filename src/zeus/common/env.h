@@ -19,6 +19,10 @@ struct EnvVar {
 inline constexpr EnvVar kEnvNvmlLibrary{
     "ZEUS_NVML_LIBRARY", "",
     "Path of the NVML library to load instead of libnvidia-ml.so.1 (tests point it at the fake)"};
+inline constexpr EnvVar kEnvAmdsmiLibrary{
+    "ZEUS_AMDSMI_LIBRARY", "",
+    "Path of the AMD SMI library to load instead of searching for libamd_smi.so.26/.25/.24 "
+    "(tests point it at the fake)"};
 // Upstream Zeus's names: a job sets GPU limits through the node daemon (zeusd) when given.
 inline constexpr EnvVar kEnvZeusdSockPath{
     "ZEUSD_SOCK_PATH", "",
@@ -113,6 +117,18 @@ inline constexpr EnvVar kEnvCudaVisibleDevices{
 inline constexpr EnvVar kEnvCudaDeviceOrder{
     "CUDA_DEVICE_ORDER", "FASTEST_FIRST",
     "How CUDA numbers GPUs: FASTEST_FIRST, or PCI_BUS_ID (NVML's order)"};
+// ROCm's: where its libraries are, and which GPUs its runtimes show a process. ROCr filters first
+// (indices or UUIDs of the machine's GPUs in HIP's order); HIP_VISIBLE_DEVICES (else
+// CUDA_VISIBLE_DEVICES, which HIP also reads) then picks among what ROCr shows.
+inline constexpr EnvVar kEnvAmdsmiLibDir{"AMDSMI_LIB_DIR", "",
+                                         "A directory searched first for libamd_smi.so"};
+inline constexpr EnvVar kEnvRocmPath{
+    "ROCM_PATH", "",
+    "ROCm's install prefix: its lib/ is the only ROCm directory searched when set"};
+inline constexpr EnvVar kEnvRocrVisibleDevices{
+    "ROCR_VISIBLE_DEVICES", "", "The AMD GPUs ROCr shows a process (indices or UUIDs)"};
+inline constexpr EnvVar kEnvHipVisibleDevices{
+    "HIP_VISIBLE_DEVICES", "", "The AMD GPUs HIP shows a process, among ROCr's (indices)"};
 // torchrun's worker variables, which zeus run, zeus::distributed::spawn and contract::WorkerEnv
 // write and cluster::detect_env reads.
 inline constexpr EnvVar kEnvRank{"RANK", "", "torchrun: the worker's global rank"};

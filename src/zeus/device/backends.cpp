@@ -7,6 +7,9 @@ namespace zeus::device {
 namespace nvml {
 GpuBackend backend();  // nvml/nvml_backend.cpp
 }  // namespace nvml
+namespace amdsmi {
+GpuBackend backend();  // amdsmi/amdsmi_backend.cpp
+}  // namespace amdsmi
 namespace sim {
 GpuBackend backend();  // sim/sim_backend.cpp
 }  // namespace sim
@@ -15,7 +18,7 @@ CpuBackend backend();  // rapl/rapl_backend.cpp
 }  // namespace rapl
 
 const std::vector<GpuBackend>& gpu_backends() {
-  static const std::vector<GpuBackend> all{nvml::backend(), sim::backend()};
+  static const std::vector<GpuBackend> all{nvml::backend(), amdsmi::backend(), sim::backend()};
   return all;
 }
 

@@ -4,13 +4,29 @@
 #include <fmt/ranges.h>
 
 #include <exception>
+#include <mutex>
 #include <optional>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
 #include "zeus/device/zeusd/zeusd_gpu_set.h"
 #include "zeus/trace/power_trace.h"
 
 namespace zeus::device {
+
+BackendStatus machine_backend_status(std::string_view backend, const GpuSet& gpus,
+                                     std::string_view via, std::string_view hint) {
+  if (gpus.count() == 0) {
+    return {std::string(backend), false,
+            fmt::format("{} loaded but shows no GPU to this process (check {})", via, hint)};
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < gpus.count(); ++i) {
+    names.push_back(fmt::format("{}: {} ({})", i, gpus.name(i), gpus.uuid(i)));
+  }
+  return {std::string(backend), true,
+          fmt::format("{} GPU(s) via {}: {}", gpus.count(), via, fmt::join(names, "; "))};
+}
 
 std::vector<BackendStatus> discover_gpu_backends() {
   std::vector<BackendStatus> out;
@@ -64,6 +80,24 @@ std::unique_ptr<GpuSet> open_machine(const GpuBackend& b, std::string_view locat
   return set;
 }
 
+// A machine with GPUs of two vendors: "auto" takes the first registered (NVML); say so once.
+void say_other_vendors(const GpuBackend& taken) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    for (const GpuBackend& b : gpu_backends()) {
+      if (!b.machine || b.name == taken.name) {
+        continue;
+      }
+      if (const BackendStatus status = b.probe(); status.available) {
+        logger().info(
+            "--device auto took {}; this machine also has {} ({}): pass --device {} "
+            "(ZEUS_DEVICE) to use those",
+            taken.name, b.name, status.reason, b.name);
+      }
+    }
+  });
+}
+
 // "auto": the machine backends in registration order.
 std::unique_ptr<GpuSet> open_auto(const OpenGpuSetOptions& options) {
   std::unique_ptr<GpuSet> empty;  // the first that opened without a GPU
@@ -75,6 +109,7 @@ std::unique_ptr<GpuSet> open_auto(const OpenGpuSetOptions& options) {
     try {
       auto set = open_machine(b, b.name, options);
       if (set->count() > 0) {
+        say_other_vendors(b);
         return set;
       }
       reasons.push_back(fmt::format("{}: no GPU visible", b.name));

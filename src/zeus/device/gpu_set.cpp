@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/power.h"
 
@@ -43,6 +44,10 @@ std::string GpuSet::pci_address(int gpu) const {
 
 std::optional<std::string> GpuSet::mig_parent_uuid(std::string_view /*instance_uuid*/) const {
   return std::nullopt;
+}
+
+std::optional<std::string> GpuSet::runtime_visible_devices() const {
+  return get_env_set(kEnvCudaVisibleDevices);
 }
 
 GpuCapabilities GpuSet::capabilities(int gpu) const {

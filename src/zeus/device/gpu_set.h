@@ -80,6 +80,10 @@ class GpuSet {
   // The UUID of the GPU holding MIG (or partition) instance `instance_uuid`, or std::nullopt
   // (unknown instance, or a backend without instances).
   virtual std::optional<std::string> mig_parent_uuid(std::string_view instance_uuid) const;
+  // The runtime's visibility list for this process (CUDA_VISIBLE_DEVICES's form: indices into
+  // the order of a set opened machine-wide), or std::nullopt when every GPU is visible. Default:
+  // CUDA_VISIBLE_DEVICES as set; a backend whose runtime reads other variables composes them.
+  virtual std::optional<std::string> runtime_visible_devices() const;
   // Where changes go when not to the GPU directly ("zeusd at /run/zeusd.sock"), else "".
   virtual std::string limits_through() const { return {}; }
   virtual GpuCapabilities capabilities(int gpu) const;

@@ -58,6 +58,12 @@ struct GpuBackend {
   std::function<std::unique_ptr<GpuSet>(std::string_view locator, const OpenGpuSetOptions&)> open;
 };
 
+// A machine backend's probe answer for the set it opened: available when it shows a GPU, saying
+// which (index, name, uuid) `via` what ("/usr/lib/libnvidia-ml.so.1"); otherwise that the
+// library loaded but shows no GPU, and `hint` (the visibility variables to check).
+BackendStatus machine_backend_status(std::string_view backend, const GpuSet& gpus,
+                                     std::string_view via, std::string_view hint);
+
 // Every registered backend, in the order "auto" tries them.
 const std::vector<GpuBackend>& gpu_backends();
 // The backend whose name is the locator's first word ("nvml", "sim:v100" -> "sim"), or nullptr.

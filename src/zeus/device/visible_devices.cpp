@@ -7,6 +7,7 @@
 #include <set>
 #include <variant>
 
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/device/gpu_set.h"
@@ -125,6 +126,50 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
     break;
   }
   return out;
+}
+
+RocmVisibility RocmVisibility::from_env() {
+  return {get_env_set(kEnvRocrVisibleDevices), get_env_set(kEnvHipVisibleDevices),
+          get_env_set(kEnvCudaVisibleDevices)};
+}
+
+std::vector<int> map_rocm_visible_devices(const RocmVisibility& visibility,
+                                          const std::vector<std::string>& hip_order_uuids,
+                                          std::vector<std::string>* ignored) {
+  const auto stage = [&](const std::optional<std::string>& value, std::string_view name,
+                         const std::vector<int>& shown) {
+    if (!value) {
+      return shown;
+    }
+    if (trim(*value).empty()) {
+      throw ConfigError(fmt::format(
+          "{} is set but empty, which shows this process no GPU; unset it, or list the GPUs "
+          "(indices or UUIDs, comma-separated)",
+          name));
+    }
+    std::vector<std::string> uuids;
+    for (const int i : shown) {
+      uuids.push_back(hip_order_uuids[static_cast<size_t>(i)]);
+    }
+    std::vector<std::string> dropped;
+    std::vector<int> out;
+    for (const int k : map_visible_devices(value, uuids, &dropped)) {
+      out.push_back(shown[static_cast<size_t>(k)]);
+    }
+    if (ignored != nullptr) {
+      for (const auto& d : dropped) {
+        ignored->push_back(fmt::format("{} entry {}", name, d));
+      }
+    }
+    return out;
+  };
+  std::vector<int> all(hip_order_uuids.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i] = static_cast<int>(i);
+  }
+  const std::vector<int> rocr = stage(visibility.rocr, kEnvRocrVisibleDevices.name, all);
+  return visibility.hip ? stage(visibility.hip, kEnvHipVisibleDevices.name, rocr)
+                        : stage(visibility.cuda, kEnvCudaVisibleDevices.name, rocr);
 }
 
 std::optional<CudaMatch> match_cuda_device(const CudaDeviceRef& ref,

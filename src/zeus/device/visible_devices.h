@@ -36,6 +36,24 @@ std::vector<int> map_visible_devices(const std::optional<std::string>& visible,
                                      std::vector<std::string>* ignored = nullptr,
                                      const MigParentLookup& mig_parent = {});
 
+// ROCm's visibility variables as a process has them (std::nullopt: unset).
+struct RocmVisibility {
+  std::optional<std::string> rocr;  // ROCR_VISIBLE_DEVICES: filters first
+  std::optional<std::string> hip;   // HIP_VISIBLE_DEVICES: then picks among ROCr's
+  std::optional<std::string> cuda;  // CUDA_VISIBLE_DEVICES: HIP reads it when HIP's is unset
+  static RocmVisibility from_env();
+  bool any() const { return rocr || hip || cuda; }
+};
+
+// The GPUs ROCm PyTorch shows a process, as positions into `hip_order_uuids` (the machine's GPUs
+// in HIP's order): ROCR_VISIBLE_DEVICES (indices or UUIDs) over the machine, then
+// HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES, over what ROCr shows, renumbered densely as
+// PyTorch does, each by map_visible_devices' rules. A variable set but empty throws ConfigError
+// naming it (ROCm would show no GPU, which is never what a training job meant).
+std::vector<int> map_rocm_visible_devices(const RocmVisibility& visibility,
+                                          const std::vector<std::string>& hip_order_uuids,
+                                          std::vector<std::string>* ignored = nullptr);
+
 // One rank's CUDA device, as the rank knows it.
 struct CudaDeviceRef {
   // From the CUDA runtime ("GPU-..." spelling of cudaDeviceProp::uuid): decides when set.

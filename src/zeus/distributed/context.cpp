@@ -21,7 +21,7 @@ std::mutex g_mu;
 std::weak_ptr<Context> g_current;
 
 std::optional<std::string> visible_devices_env() {
-  return get_env_set(kEnvCudaVisibleDevices);
+  return cluster::runtime_visible_devices();
 }
 
 }  // namespace

@@ -116,7 +116,9 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
       device::open_gpu_set(o_.device, {.respect_visible_devices = false, .zeusd_from_env = false});
   device::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
-  ref.visible_devices = get_env_set(kEnvCudaVisibleDevices);
+  // The runtime's view (CUDA's variable, or ROCm's ROCR_/HIP_VISIBLE_DEVICES composed), as
+  // indices into the machine-wide set's order.
+  ref.visible_devices = machine->runtime_visible_devices();
   ref.device_order = get_env_set(kEnvCudaDeviceOrder);
   // A CPU rank measures the GPU that zeus::distributed::init() would bind for it: cuda:<local
   // rank>, or the one device a launcher gave it (`zeus run --devices`).
@@ -135,10 +137,13 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   if (match->note) {
     logger().warn("rank {}: {}", ranks_.rank, *match->note);
   }
+  // The match is a position in the machine-wide set; the backend's own numbering may differ
+  // (AMD SMI's handle order against HIP's).
+  const int position = match->machine_index;
   logger().debug("rank {} trains on the machine's GPU {} ({}, {}), found {}", ranks_.rank,
-                 match->machine_index, machine->uuid(match->machine_index),
-                 machine->name(match->machine_index), match->how);
-  return match->machine_index;
+                 machine->machine_index(position), machine->uuid(position), machine->name(position),
+                 match->how);
+  return machine->machine_index(position);
 }
 
 // Local master: opens (real GPUs) or keeps (sim) the node's GPUs, checks them, and sets up the

@@ -1,7 +1,6 @@
 // NVML's entry in the registry (backends.cpp): NVIDIA GPUs through libnvidia-ml, loaded at run
 // time.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "zeus/common/errors.h"
 #include "zeus/device/nvml/nvml_gpu_set.h"
@@ -14,16 +13,8 @@ namespace {
 BackendStatus probe() {
   try {
     NvmlGpuSet gpus;
-    std::vector<std::string> names;
-    for (int i = 0; i < gpus.count(); ++i) {
-      names.push_back(fmt::format("{}: {} ({})", i, gpus.name(i), gpus.uuid(i)));
-    }
-    return {"nvml", gpus.count() > 0,
-            gpus.count() > 0 ? fmt::format("{} GPU(s) via {}: {}", gpus.count(),
-                                           gpus.library().path(), fmt::join(names, "; "))
-                             : fmt::format("NVML loaded from {} but shows no GPU to this process "
-                                           "(check CUDA_VISIBLE_DEVICES)",
-                                           gpus.library().path())};
+    return machine_backend_status("nvml", gpus, fmt::format("NVML at {}", gpus.library().path()),
+                                  "CUDA_VISIBLE_DEVICES");
   } catch (const Error& e) {
     return {"nvml", false, e.what()};
   }

@@ -1,27 +1,15 @@
 #include "zeus/device/nvml/nvml_library.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <array>
-#include <initializer_list>
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
 namespace zeus::device::nvml {
-namespace {
-
-// Versioned names first: the unversioned ones are older ABI variants kept for old drivers.
-struct Symbol {
-  std::initializer_list<const char*> names;
-  void** slot;
-  bool required;
-};
-
-}  // namespace
 
 NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
   std::vector<std::string> candidates;
@@ -32,98 +20,61 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
   } else {
     candidates = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
   }
-  std::vector<std::string> errors;
-  for (const auto& candidate : candidates) {
-    dlerror();
-    handle_.reset(dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL));
-    if (handle_ != nullptr) {
-      path_ = candidate;
-      break;
-    }
-    const char* err = dlerror();
-    errors.push_back(err != nullptr ? err : candidate + ": unknown dlopen error");
-  }
-  if (handle_ == nullptr) {
+  library_ = std::make_unique<DynamicLibrary>(candidates);
+  if (!library_->loaded()) {
     throw NotSupported(fmt::format(
         "cannot load NVML ({}); install the NVIDIA driver, or set {} to the library's path, or "
         "use --device sim:<gpu> to simulate",
-        fmt::join(errors, "; "), kEnvNvmlLibrary.name));
+        fmt::join(library_->errors(), "; "), kEnvNvmlLibrary.name));
   }
+  path_ = library_->path();
 
-  const Symbol symbols[] = {
-      {{"nvmlInit_v2", "nvmlInit"}, reinterpret_cast<void**>(&api_.init), true},
-      {{"nvmlShutdown"}, reinterpret_cast<void**>(&api_.shutdown), true},
-      {{"nvmlErrorString"}, reinterpret_cast<void**>(&api_.error_string), true},
-      {{"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"},
-       reinterpret_cast<void**>(&api_.device_get_count),
-       true},
+  // Versioned names first: the unversioned ones are older ABI variants kept for old drivers.
+  const auto [missing_required, missing_optional] = library_->resolve({
+      {{"nvmlInit_v2", "nvmlInit"}, symbol_slot(&api_.init), true},
+      {{"nvmlShutdown"}, symbol_slot(&api_.shutdown), true},
+      {{"nvmlErrorString"}, symbol_slot(&api_.error_string), true},
+      {{"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, symbol_slot(&api_.device_get_count), true},
       {{"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"},
-       reinterpret_cast<void**>(&api_.device_get_handle_by_index),
+       symbol_slot(&api_.device_get_handle_by_index),
        true},
-      {{"nvmlDeviceGetName"}, reinterpret_cast<void**>(&api_.device_get_name), true},
-      {{"nvmlDeviceGetUUID"}, reinterpret_cast<void**>(&api_.device_get_uuid), true},
-      {{"nvmlDeviceGetPowerUsage"}, reinterpret_cast<void**>(&api_.device_get_power_usage), true},
-      {{"nvmlDeviceGetPowerManagementLimit"},
-       reinterpret_cast<void**>(&api_.device_get_power_limit),
-       true},
+      {{"nvmlDeviceGetName"}, symbol_slot(&api_.device_get_name), true},
+      {{"nvmlDeviceGetUUID"}, symbol_slot(&api_.device_get_uuid), true},
+      {{"nvmlDeviceGetPowerUsage"}, symbol_slot(&api_.device_get_power_usage), true},
+      {{"nvmlDeviceGetPowerManagementLimit"}, symbol_slot(&api_.device_get_power_limit), true},
       {{"nvmlDeviceGetPowerManagementLimitConstraints"},
-       reinterpret_cast<void**>(&api_.device_get_power_limit_constraints),
+       symbol_slot(&api_.device_get_power_limit_constraints),
        true},
       {{"nvmlDeviceGetPowerManagementDefaultLimit"},
-       reinterpret_cast<void**>(&api_.device_get_default_power_limit),
+       symbol_slot(&api_.device_get_default_power_limit),
        true},
-      {{"nvmlDeviceSetPowerManagementLimit"},
-       reinterpret_cast<void**>(&api_.device_set_power_limit),
-       true},
-      {{"nvmlDeviceGetTotalEnergyConsumption"},
-       reinterpret_cast<void**>(&api_.device_get_total_energy),
-       false},
-      {{"nvmlDeviceGetFieldValues"},
-       reinterpret_cast<void**>(&api_.device_get_field_values),
-       false},
-      {{"nvmlDeviceGetHandleByUUID"},
-       reinterpret_cast<void**>(&api_.device_get_handle_by_uuid),
-       false},
+      {{"nvmlDeviceSetPowerManagementLimit"}, symbol_slot(&api_.device_set_power_limit), true},
+      {{"nvmlDeviceGetTotalEnergyConsumption"}, symbol_slot(&api_.device_get_total_energy), false},
+      {{"nvmlDeviceGetFieldValues"}, symbol_slot(&api_.device_get_field_values), false},
+      {{"nvmlDeviceGetHandleByUUID"}, symbol_slot(&api_.device_get_handle_by_uuid), false},
       {{"nvmlDeviceGetDeviceHandleFromMigDeviceHandle"},
-       reinterpret_cast<void**>(&api_.device_get_device_handle_from_mig_device_handle),
+       symbol_slot(&api_.device_get_device_handle_from_mig_device_handle),
        false},
-      {{"nvmlDeviceGetPersistenceMode"},
-       reinterpret_cast<void**>(&api_.device_get_persistence_mode),
-       false},
-      {{"nvmlDeviceSetPersistenceMode"},
-       reinterpret_cast<void**>(&api_.device_set_persistence_mode),
-       false},
-      {{"nvmlDeviceGetPciInfo_v3"}, reinterpret_cast<void**>(&api_.device_get_pci_info), false},
+      {{"nvmlDeviceGetPersistenceMode"}, symbol_slot(&api_.device_get_persistence_mode), false},
+      {{"nvmlDeviceSetPersistenceMode"}, symbol_slot(&api_.device_set_persistence_mode), false},
+      {{"nvmlDeviceGetPciInfo_v3"}, symbol_slot(&api_.device_get_pci_info), false},
       {{"nvmlDeviceGetComputeRunningProcesses_v3"},
-       reinterpret_cast<void**>(&api_.device_get_compute_running_processes),
+       symbol_slot(&api_.device_get_compute_running_processes),
        false},
-      {{"nvmlDeviceSetGpuLockedClocks"},
-       reinterpret_cast<void**>(&api_.device_set_gpu_locked_clocks),
-       false},
+      {{"nvmlDeviceSetGpuLockedClocks"}, symbol_slot(&api_.device_set_gpu_locked_clocks), false},
       {{"nvmlDeviceResetGpuLockedClocks"},
-       reinterpret_cast<void**>(&api_.device_reset_gpu_locked_clocks),
+       symbol_slot(&api_.device_reset_gpu_locked_clocks),
        false},
       {{"nvmlDeviceSetMemoryLockedClocks"},
-       reinterpret_cast<void**>(&api_.device_set_memory_locked_clocks),
+       symbol_slot(&api_.device_set_memory_locked_clocks),
        false},
       {{"nvmlDeviceResetMemoryLockedClocks"},
-       reinterpret_cast<void**>(&api_.device_reset_memory_locked_clocks),
+       symbol_slot(&api_.device_reset_memory_locked_clocks),
        false},
-      {{"nvmlDeviceGetTemperature"}, reinterpret_cast<void**>(&api_.device_get_temperature), false},
-      {{"nvmlDeviceGetClockInfo"}, reinterpret_cast<void**>(&api_.device_get_clock_info), false},
-  };
-  std::vector<std::string> missing_required;
-  for (const auto& symbol : symbols) {
-    for (const char* name : symbol.names) {
-      *symbol.slot = dlsym(handle_.get(), name);
-      if (*symbol.slot != nullptr) {
-        break;
-      }
-    }
-    if (*symbol.slot == nullptr) {
-      (symbol.required ? missing_required : missing_optional_).emplace_back(*symbol.names.begin());
-    }
-  }
+      {{"nvmlDeviceGetTemperature"}, symbol_slot(&api_.device_get_temperature), false},
+      {{"nvmlDeviceGetClockInfo"}, symbol_slot(&api_.device_get_clock_info), false},
+  });
+  missing_optional_ = missing_optional;
   if (!missing_required.empty()) {
     throw DeviceError(fmt::format(
         "NVML library '{}' lacks required function(s) {}; the NVIDIA driver is too old or the "
@@ -144,10 +95,6 @@ NvmlLibrary::NvmlLibrary(NvmlLibraryOptions options) {
 
 NvmlLibrary::~NvmlLibrary() {
   api_.shutdown();
-}
-
-void NvmlLibrary::DlClose::operator()(void* handle) const {
-  dlclose(handle);
 }
 
 std::string NvmlLibrary::error_string(nvmlReturn_t rc) const {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "zeus/device/dynamic_library.h"
 #include "zeus/device/nvml/nvml_api.h"
 
 namespace zeus::device::nvml {
@@ -72,10 +73,7 @@ class NvmlLibrary {
   std::string error_string(nvmlReturn_t rc) const;
 
  private:
-  struct DlClose {
-    void operator()(void* handle) const;
-  };
-  std::unique_ptr<void, DlClose> handle_;
+  std::unique_ptr<DynamicLibrary> library_;
   std::string path_;
   NvmlApi api_;
   std::vector<std::string> missing_optional_;
