@@ -34,6 +34,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -201,8 +202,17 @@ class Machine:
              "--gpu-backend", self.fake.device],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
-        while not self.socket.exists() and time.monotonic() < deadline:
+        while not self.listening() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def listening(self) -> bool:
+        """Whether zeusd accepts on its socket (a killed one's socket file stays behind)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(str(self.socket))
+                return True
+            except OSError:
+                return False
 
     def kill_zeusd(self) -> None:
         if self.zeusd:

@@ -8,9 +8,7 @@ namespace zeus::daemon {
 
 GpuSetControl::GpuSetControl(device::GpuSet& gpus) : gpus_(gpus) {
   for (int g = 0; g < gpus_.count(); ++g) {
-    identities_.push_back({.name = gpus_.name(g),
-                           .pci_address = gpus_.pci_address(g),
-                           .energy_available = gpus_.capabilities(g).energy_counter});
+    identities_.push_back({.name = gpus_.name(g), .pci_address = gpus_.pci_address(g)});
   }
 }
 
@@ -18,7 +16,11 @@ GpuIdentity GpuSetControl::identity(int gpu) const {
   if (gpu < 0 || gpu >= count()) {
     throw ConfigError(fmt::format("GPU {} not found", gpu));
   }
-  return identities_[static_cast<size_t>(gpu)];
+  GpuIdentity id = identities_[static_cast<size_t>(gpu)];
+  // Asked here, not at start: a backend may first check its counter against power (AMD SMI's
+  // 0.5 s), which must not hold the daemon's socket back (clients of a restarted zeusd).
+  id.energy_available = gpus_.capabilities(gpu).energy_counter;
+  return id;
 }
 
 uint64_t GpuSetControl::energy_mj(int gpu) {

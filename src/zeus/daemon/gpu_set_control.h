@@ -34,7 +34,8 @@ class GpuSetControl final : public GpuControl {
 
  private:
   device::GpuSet& gpus_;
-  std::vector<GpuIdentity> identities_;  // read once: names and PCI addresses do not change
+  // Read once: names and PCI addresses do not change (energy_available is asked each time).
+  std::vector<GpuIdentity> identities_;
 };
 
 }  // namespace zeus::daemon
