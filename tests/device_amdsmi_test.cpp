@@ -314,5 +314,19 @@ TEST(AmdsmiBackend, RegisteredAndChosenByAutoWithoutNvml) {
   }
 }
 
+// A machine with GPUs of both vendors: auto takes NVML and says that AMD SMI's are there too.
+TEST(AmdsmiBackend, AutoOnAMachineWithBothVendorsTakesNvmlAndSaysSo) {
+  FakeAmdsmi amd(mi300xs(2));
+  test::FakeNvml nvml(test::four_a40s());
+  const auto r = test::run_process(
+      {ZEUS_CLI_PATH, "monitor", "--device", "auto", "--duration", "200ms", "--interval", "50ms"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("--device auto took nvml"),
+                           HasSubstr("this machine also has amdsmi (2 GPU(s)"),
+                           HasSubstr("pass --device amdsmi")))
+      << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("NVIDIA A40"));
+}
+
 }  // namespace
 }  // namespace zeus::device::amdsmi
