@@ -249,6 +249,21 @@ TEST(AmdsmiGpuSet, ClockBoundsAreWrittenInAnOrderTheDriverAccepts) {
   EXPECT_THROW(gpus.set_persistence_mode(0, true), NotSupported);
 }
 
+TEST(AmdsmiGpuSet, ProcessesOnTheGpuFromItsProcessList) {
+  FakeAmdsmi fake(mi300xs(2));
+  std::vector<uint32_t> many;
+  for (uint32_t p = 1000; p < 1040; ++p) {
+    many.push_back(p);  // more than the first read's room
+  }
+  fake.set_gpu_value(1, "processes", many);
+  AmdsmiGpuSet gpus(quick());
+  EXPECT_TRUE(gpus.compute_pids(0).empty());
+  const std::vector<pid_t> pids = gpus.compute_pids(1);
+  ASSERT_EQ(pids.size(), 40u);
+  EXPECT_EQ(pids.front(), 1000);
+  EXPECT_EQ(pids.back(), 1039);
+}
+
 // HIP's order is not AMD SMI's: the set is in HIP's, machine_index is AMD SMI's.
 TEST(AmdsmiGpuSet, VisibilityFollowsRocm) {
   std::vector<FakeAmdGpu> four = mi300xs(4);

@@ -32,6 +32,7 @@ for hip in sorted(by_hip):
                 "cap_uw": caps["power_cap"], "min_uw": caps["min_power_cap"],
                 "max_uw": caps["max_power_cap"],
                 "energy_uj": e["energy_accumulator"] * e["counter_resolution"],
+                "pids": [p["pid"] for p in amdsmi.amdsmi_get_gpu_process_list(h)],
                 "name": amdsmi.amdsmi_get_gpu_asic_info(h)["market_name"]})
 from zeus.device.gpu.amd import AMDGPUs
 gpus = AMDGPUs()
@@ -61,7 +62,8 @@ class FakeAmd:
                  "energy_resolution_uj": 15.3 if i % 2 == 0 else 1.0,
                  "cap_uw": 700_000_000 - 50_000_000 * i,
                  "min_cap_uw": 200_000_000, "max_cap_uw": 750_000_000,
-                 "default_cap_uw": 750_000_000, "temperature_c": 40 + i}
+                 "default_cap_uw": 750_000_000, "temperature_c": 40 + i,
+                 "processes": [4000 + 10 * i, 4001 + 10 * i]}
                 for i in range(gpus)
             ],
             "faults": {}, "permissive": True, "limit_history": [],
@@ -123,6 +125,10 @@ def test_same_readings_as_amds_package_and_upstream_zeus(fake_amd: FakeAmd) -> N
     assert len(seen["amdsmi"]) == len(seen["zeus"]) == len(ours) == 3
     for i, (raw, upstream) in enumerate(zip(seen["amdsmi"], seen["zeus"])):
         assert ours.get_name(i) == raw["name"] == upstream["name"]
+        # The fake's process records in ABI 26's layout, as AMD's package reads them (zeus-cpp's
+        # reading of the same records: device_test's ProcessesOnTheGpuFromItsProcessList).
+        amd_index = 2 - i  # HIP's order reverses AMD SMI's here
+        assert raw["pids"] == [4000 + 10 * amd_index, 4001 + 10 * amd_index]
         assert ours.get_instant_power_usage(i) == raw["power_w"] * 1000 == upstream["power_mw"]
         assert ours.get_power_management_limit(i) == raw["cap_uw"] // 1000 == upstream["limit_mw"]
         assert list(ours.get_power_management_limit_constraints(i)) == [
@@ -142,9 +148,12 @@ def test_monitor_and_power_limit_optimizer_on_amd_gpus(fake_amd: FakeAmd,
     from zeus_cpp.optimizer.power_limit import Done, GlobalPowerLimitOptimizer
 
     monkeypatch.setattr(device, "_by_locator", {})
+    # The optimizer's journal beside this machine, not in the user's: it is settled here.
+    monkeypatch.setenv("ZEUS_JOURNAL_DIR", str(fake_amd.path.parent / "journals"))
     state = fake_amd.state()
     for g in state["gpus"]:
         g["min_cap_uw"] = 650_000_000  # five limits: 750 W down to 650 W
+        g["cap_uw"] = 725_000_000
     fake_amd.path.write_text(json.dumps(state))
     monitor = ZeusMonitor(gpu_indices=[0, 1])
     monitor.begin_window("w")
@@ -166,3 +175,6 @@ def test_monitor_and_power_limit_optimizer_on_amd_gpus(fake_amd: FakeAmd,
     assert caps >= {650_000_000, 700_000_000, 750_000_000}, caps
     chosen_uw = plo.state.optimal_power_limit * 1000
     assert [g["cap_uw"] for g in fake_amd.state()["gpus"]][1:] == [chosen_uw, chosen_uw]
+    plo.close()  # while the fake machine exists: the caps are put back as they were
+    assert [g["cap_uw"] for g in fake_amd.state()["gpus"]] == [725_000_000] * 3
+    assert not list((fake_amd.path.parent / "journals").glob("*.journal"))

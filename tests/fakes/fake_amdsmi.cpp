@@ -9,7 +9,7 @@
 //              "energy_resolution_uj": 15.3, "energy_rate": 1.0,
 //              "cap_uw", "min_cap_uw", "max_cap_uw", "default_cap_uw",
 //              "temperature_c": 45, "gfx_clk": {"cur", "min", "max", "hw_min", "hw_max"},
-//              "mem_clk": {...}, "unexpected_data": false,
+//              "mem_clk": {...}, "unexpected_data": false, "processes": [pid, ...],
 //              "faults": {"set_error": 0, "read_error": 0}}],
 //    "permissive": false, "record_history": true,
 //    "faults": {"init_error": 0, "lost_when_exists": "", "no_enumeration_info": false},
@@ -499,6 +499,26 @@ FAKE_EXPORT amdsmi_status_t amdsmi_set_gpu_perf_level(amdsmi_processor_handle h,
         state["settings_history"].push_back(
             {{"gpu", i}, {"setting", "perf_level"}, {"value", level}, {"pid", ::getpid()}});
       });
+}
+
+// ABI 26's records; `count` in: the room, out: how many (OUT_OF_RESOURCES when they do not fit).
+FAKE_EXPORT amdsmi_status_t amdsmi_get_gpu_process_list(amdsmi_processor_handle h, uint32_t* count,
+                                                        void* list) {
+  return read_gpu(h, [&](const nlohmann::json& gpu) -> amdsmi_status_t {
+    const auto pids = gpu.value("processes", std::vector<uint32_t>{});
+    const uint32_t room = *count;
+    *count = static_cast<uint32_t>(pids.size());
+    if (pids.size() > room) {
+      return AMDSMI_STATUS_OUT_OF_RESOURCES;
+    }
+    auto* out = static_cast<amdsmi_proc_info_abi26_t*>(list);
+    for (size_t k = 0; k < pids.size(); ++k) {
+      out[k] = {};
+      out[k].pid = pids[k];
+      std::snprintf(out[k].name, sizeof(out[k].name), "python");
+    }
+    return AMDSMI_STATUS_SUCCESS;
+  });
 }
 
 }  // extern "C"

@@ -138,6 +138,20 @@ struct amdsmi_kfd_info_t {
   uint32_t current_partition_id;
   uint32_t reserved[12];
 };
+// One process on a GPU (ABI 26, as AMD's amdsmi 7.0.2 package binds it): only `pid` is read.
+struct amdsmi_proc_info_abi26_t {
+  char name[256];
+  uint32_t pid;
+  uint8_t padding[4];
+  uint64_t mem;
+  uint64_t engine_usage[2];  // gfx, enc (ns)
+  uint32_t engine_reserved[12];
+  uint64_t memory_usage[3];  // gtt, cpu, vram (bytes)
+  uint32_t memory_reserved[10];
+  char container_name[256];
+  uint32_t cu_occupancy;
+  uint32_t reserved[11];
+};
 #pragma pack(pop)
 
 static_assert(sizeof(amdsmi_version_abi25_t) == 24 && offsetof(amdsmi_version_abi25_t, major) == 4);
@@ -151,6 +165,8 @@ static_assert(sizeof(amdsmi_power_cap_info_t) == 64);
 static_assert(sizeof(amdsmi_clk_info_t) == 32);
 static_assert(sizeof(amdsmi_enumeration_info_t) == 272);
 static_assert(sizeof(amdsmi_kfd_info_t) == 64);
+static_assert(sizeof(amdsmi_proc_info_abi26_t) == 704 &&
+              offsetof(amdsmi_proc_info_abi26_t, pid) == 256);
 
 using amdsmi_init_fn = amdsmi_status_t (*)(uint64_t flags);
 using amdsmi_shut_down_fn = amdsmi_status_t (*)();
@@ -181,6 +197,8 @@ using amdsmi_set_gpu_clk_limit_fn = amdsmi_status_t (*)(amdsmi_processor_handle,
 using amdsmi_set_gpu_perf_level_fn = amdsmi_status_t (*)(amdsmi_processor_handle, uint32_t level);
 using amdsmi_get_gpu_enumeration_info_fn = amdsmi_status_t (*)(amdsmi_processor_handle,
                                                                amdsmi_enumeration_info_t* info);
+using amdsmi_get_gpu_process_list_fn = amdsmi_status_t (*)(amdsmi_processor_handle, uint32_t* count,
+                                                           void* list);
 using amdsmi_get_gpu_kfd_info_fn = amdsmi_status_t (*)(amdsmi_processor_handle,
                                                        amdsmi_kfd_info_t* info);
 

@@ -479,4 +479,38 @@ GpuReading AmdsmiGpuSet::read(int gpu) {
   return r;
 }
 
+// The processes on the GPU, on ABI 26 (the layout held to AMD's package); empty on older
+// libraries, whose amdsmi_proc_info_t zeus-cpp has not checked, and where the part cannot tell.
+std::vector<pid_t> AmdsmiGpuSet::compute_pids(int gpu) {
+  const Gpu& g = gpu_at(gpu);
+  const auto fn = lib_->api().get_gpu_process_list;
+  if (fn == nullptr || lib_->abi() != Abi::k26) {
+    return {};
+  }
+  std::vector<amdsmi_proc_info_abi26_t> infos(16);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto n = static_cast<uint32_t>(infos.size());
+    amdsmi_status_t status = AMDSMI_STATUS_SUCCESS;
+    {
+      AmdsmiLibrary::Call call(*lib_);
+      status = fn(g.handle, &n, infos.data());
+    }
+    if (status == AMDSMI_STATUS_NOT_SUPPORTED) {
+      return {};
+    }
+    if (status == AMDSMI_STATUS_OUT_OF_RESOURCES || status == AMDSMI_STATUS_INSUFFICIENT_SIZE ||
+        n > infos.size()) {
+      infos.resize(std::max<size_t>(n, infos.size()) + 16);  // processes came meanwhile
+      continue;
+    }
+    check_amdsmi(*lib_, status, "amdsmi_get_gpu_process_list", where(gpu));
+    std::vector<pid_t> pids;
+    for (uint32_t k = 0; k < n; ++k) {
+      pids.push_back(static_cast<pid_t>(infos[k].pid));
+    }
+    return pids;
+  }
+  throw DeviceError(fmt::format("{}: its process list kept growing while read", where(gpu)));
+}
+
 }  // namespace zeus::device::amdsmi

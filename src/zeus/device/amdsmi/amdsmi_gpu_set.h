@@ -46,6 +46,7 @@ class AmdsmiGpuSet final : public GpuSet {
   std::optional<std::string> runtime_visible_devices() const override;
   GpuCapabilities capabilities(int gpu) const override;
   GpuReading read(int gpu) override;
+  std::vector<pid_t> compute_pids(int gpu) override;
   int64_t power_mw(int gpu) override;
   bool has_energy_counter(int gpu) const override;
   std::optional<int64_t> energy_mj(int gpu) override;

@@ -156,6 +156,7 @@ AmdsmiLibrary::AmdsmiLibrary(AmdsmiLibraryOptions options) {
       {{"amdsmi_set_gpu_perf_level"}, symbol_slot(&api_.set_gpu_perf_level), false},
       {{"amdsmi_get_gpu_enumeration_info"}, symbol_slot(&api_.get_gpu_enumeration_info), false},
       {{"amdsmi_get_gpu_kfd_info"}, symbol_slot(&api_.get_gpu_kfd_info), false},
+      {{"amdsmi_get_gpu_process_list"}, symbol_slot(&api_.get_gpu_process_list), false},
   });
   missing_optional_ = missing_optional;
   if (!missing_required.empty()) {

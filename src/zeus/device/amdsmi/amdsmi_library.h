@@ -62,6 +62,7 @@ struct AmdsmiApi {
   amdsmi_set_gpu_perf_level_fn set_gpu_perf_level = nullptr;
   amdsmi_get_gpu_enumeration_info_fn get_gpu_enumeration_info = nullptr;
   amdsmi_get_gpu_kfd_info_fn get_gpu_kfd_info = nullptr;
+  amdsmi_get_gpu_process_list_fn get_gpu_process_list = nullptr;
 };
 
 // A socket power reading in W, whichever ABI's structure it came from.
