@@ -48,5 +48,27 @@ TEST(ZeusdOnAmd, UpstreamZeusClientSetsACapThatComesBackWhenItDies) {
       << "the client was killed: its cap is back within 5 s";
 }
 
+std::string set_cap(int gpu, int64_t mw) {
+  return "/gpu/set_power_limit?gpu_ids=" + std::to_string(gpu) +
+         "&block=true&power_limit_mw=" + std::to_string(mw);
+}
+
+// --require-gpu-process on AMD: the processes come from amdsmi_get_gpu_process_list (ids are AMD
+// SMI's order, as the wire's): user A may cap only the GPU its training process runs on.
+TEST(ZeusdOnAmd, RequireGpuProcessReadsAmdsProcessList) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  FakeAmdsmi amd(mi300xs(4), {.permissive = false});
+  SharedDir dir;
+  ZeusdProcess daemon(dir, {"--gpu-backend", "amdsmi", "--require-gpu-process"});
+  auto training = client_as(kUserA, daemon, {"GET", "/time"}, true);
+  amd.set_gpu_value(1, "processes", {training->pid()});
+  auto user_a =
+      client_as(kUserA, daemon, {"POST", set_cap(1, 500'000), "POST", set_cap(2, 500'000)}, false);
+  EXPECT_THAT(user_a->wait().out, HasSubstr("status=200 body=\nstatus=403"));
+  EXPECT_EQ(amd.cap_uw(2), 750'000'000u);
+  EXPECT_TRUE(eventually([&] { return amd.cap_uw(1) == 750'000'000u; }, seconds(5)))
+      << "user A's client ended: GPU 1's cap is back";
+}
+
 }  // namespace
 }  // namespace zeus::test
