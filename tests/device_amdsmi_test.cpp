@@ -282,14 +282,21 @@ TEST(AmdsmiGpuSet, VisibilityFollowsRocm) {
   AmdsmiGpuSetOptions all = quick();
   all.respect_visible_devices = false;
   AmdsmiGpuSet machine(all);
-  EXPECT_EQ(machine.machine_index(0), 3) << "position 0 is HIP GPU 0";
-  EXPECT_EQ(machine.runtime_visible_devices(), "3");
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(machine.machine_index(g), g) << "machine-wide: machine order";
+  }
+  EXPECT_EQ(machine.runtime_visible_devices(), "0") << "HIP GPU 3 is machine GPU 0";
   // Local rank 1 under those variables binds the one device it sees: HIP GPU 3.
   CudaDeviceRef ref{.index = 0, .visible_devices = machine.runtime_visible_devices()};
   const auto match = match_cuda_device(ref, machine);
   ASSERT_TRUE(match.has_value());
   EXPECT_EQ(machine.machine_index(match->machine_index), 0);
 
+  {
+    test::ScopedEnv no_rocr("ROCR_VISIBLE_DEVICES", std::nullopt);
+    test::ScopedEnv no_hip("HIP_VISIBLE_DEVICES", std::nullopt);
+    EXPECT_EQ(machine.runtime_visible_devices(), "3,2,1,0") << "HIP's order, reversed here";
+  }
   test::ScopedEnv empty("HIP_VISIBLE_DEVICES", "");
   EXPECT_THAT(thrown<ConfigError>([] { AmdsmiGpuSet g(quick()); }),
               HasSubstr("HIP_VISIBLE_DEVICES is set but empty"));

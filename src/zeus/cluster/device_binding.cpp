@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <vector>
 
 #include "zeus/common/env.h"
@@ -11,10 +12,16 @@
 #include "zeus/common/posix.h"
 
 namespace zeus::cluster {
+namespace {
+
+// The runtimes' visibility variables, the one closest to the runtime first.
+constexpr std::array kVisibilityVars{kEnvHipVisibleDevices, kEnvCudaVisibleDevices,
+                                     kEnvRocrVisibleDevices};
+
+}  // namespace
 
 std::optional<std::string> runtime_visible_devices() {
-  for (const EnvVar& var :
-       {kEnvHipVisibleDevices, kEnvCudaVisibleDevices, kEnvRocrVisibleDevices}) {
+  for (const EnvVar& var : kVisibilityVars) {
     if (auto value = get_env_set(var)) {
       return value;
     }
@@ -24,8 +31,7 @@ std::optional<std::string> runtime_visible_devices() {
 
 std::string describe_visible_devices(const std::optional<std::string>& visible) {
   std::vector<std::string> set;
-  for (const EnvVar& var :
-       {kEnvHipVisibleDevices, kEnvCudaVisibleDevices, kEnvRocrVisibleDevices}) {
+  for (const EnvVar& var : kVisibilityVars) {
     if (const auto value = get_env_set(var)) {
       set.push_back(fmt::format("{}='{}'", var.name, *value));
     }

@@ -69,20 +69,10 @@ CommandOverrides overrides_of(const DaemonOptions& o) {
 // lists none. The API's control and the metrics listener are views of this one set.
 std::unique_ptr<device::GpuSet> open_machine_gpus(const DaemonOptions& o, std::string* why_none) {
   try {
+    // Machine-wide sets list the GPUs in machine order: a GPU's position is its machine index,
+    // the GPU id on the wire (upstream zeusd's: NVML's order, AMD SMI's handle order).
     auto set = device::open_gpu_set(o.gpu_backend,
                                     {.respect_visible_devices = false, .zeusd_from_env = false});
-    // GPU ids on the wire are machine indices (upstream zeusd's: NVML's order, AMD SMI's handle
-    // order), so the set must list the GPUs in that order; AMD's machine-wide set is in HIP's.
-    std::vector<int> order;
-    for (int g = 0; g < set->count(); ++g) {
-      order.push_back(set->machine_index(g));
-    }
-    if (!std::is_sorted(order.begin(), order.end())) {
-      std::sort(order.begin(), order.end());
-      set = device::open_gpu_set(
-          o.gpu_backend,
-          {.respect_visible_devices = false, .machine_indices = order, .zeusd_from_env = false});
-    }
     if (set->count() > 0) {
       return set;
     }

@@ -80,9 +80,11 @@ class GpuSet {
   // The UUID of the GPU holding MIG (or partition) instance `instance_uuid`, or std::nullopt
   // (unknown instance, or a backend without instances).
   virtual std::optional<std::string> mig_parent_uuid(std::string_view instance_uuid) const;
-  // The runtime's visibility list for this process (CUDA_VISIBLE_DEVICES's form: indices into
-  // the order of a set opened machine-wide), or std::nullopt when every GPU is visible. Default:
-  // CUDA_VISIBLE_DEVICES as set; a backend whose runtime reads other variables composes them.
+  // The runtime's visibility list for this process, in CUDA_VISIBLE_DEVICES's form: positions
+  // in this set (opened machine-wide: machine order) in the order the runtime numbers them, or
+  // std::nullopt when it shows every GPU in that order. Default: CUDA_VISIBLE_DEVICES as set; a
+  // backend whose runtime reads other variables or numbers differently (ROCm's HIP order)
+  // composes them.
   virtual std::optional<std::string> runtime_visible_devices() const;
   // Where changes go when not to the GPU directly ("zeusd at /run/zeusd.sock"), else "".
   virtual std::string limits_through() const { return {}; }

@@ -116,8 +116,8 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
       device::open_gpu_set(o_.device, {.respect_visible_devices = false, .zeusd_from_env = false});
   device::CudaDeviceRef ref;
   ref.runtime_uuid = device.cuda_uuid;
-  // The runtime's view (CUDA's variable, or ROCm's ROCR_/HIP_VISIBLE_DEVICES composed), as
-  // indices into the machine-wide set's order.
+  // The runtime's view (CUDA's variable, or ROCm's HIP order and ROCR_/HIP_VISIBLE_DEVICES
+  // composed), as positions in the machine-wide set: machine indices.
   ref.visible_devices = machine->runtime_visible_devices();
   ref.device_order = get_env_set(kEnvCudaDeviceOrder);
   // A CPU rank measures the GPU that zeus::distributed::init() would bind for it: cuda:<local
@@ -137,13 +137,10 @@ int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   if (match->note) {
     logger().warn("rank {}: {}", ranks_.rank, *match->note);
   }
-  // The match is a position in the machine-wide set; the backend's own numbering may differ
-  // (AMD SMI's handle order against HIP's).
-  const int position = match->machine_index;
   logger().debug("rank {} trains on the machine's GPU {} ({}, {}), found {}", ranks_.rank,
-                 machine->machine_index(position), machine->uuid(position), machine->name(position),
-                 match->how);
-  return machine->machine_index(position);
+                 match->machine_index, machine->uuid(match->machine_index),
+                 machine->name(match->machine_index), match->how);
+  return match->machine_index;
 }
 
 // Local master: opens (real GPUs) or keeps (sim) the node's GPUs, checks them, and sets up the

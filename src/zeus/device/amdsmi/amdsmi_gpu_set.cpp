@@ -120,13 +120,16 @@ AmdsmiGpuSet::AmdsmiGpuSet(AmdsmiGpuSetOptions options)
       }
       visible.push_back(index);
     }
-  } else {
-    RocmVisibility vis;
-    if (options.respect_visible_devices) {
-      vis = RocmVisibility::from_env();
+  } else if (!options.respect_visible_devices) {
+    // Machine-wide: machine order, as every backend's (visible_devices.h);
+    // runtime_visible_devices() says how HIP numbers them.
+    for (int m = 0; m < static_cast<int>(all.size()); ++m) {
+      visible.push_back(m);
     }
+  } else {
     std::vector<std::string> ignored;
-    for (const int position : map_rocm_visible_devices(vis, hip_uuids_, &ignored)) {
+    for (const int position :
+         map_rocm_visible_devices(RocmVisibility::from_env(), hip_uuids_, &ignored)) {
       visible.push_back(hip_order[static_cast<size_t>(position)]);
     }
     for (const auto& note : ignored) {
@@ -153,7 +156,6 @@ AmdsmiGpuSet::AmdsmiGpuSet(AmdsmiGpuSetOptions options)
       check_amdsmi(*lib_, status, "amdsmi_get_power_info", fmt::format("AMD GPU {}", m));
     }
     g.power = status == AMDSMI_STATUS_SUCCESS && (p.current_w || p.average_w);
-    g.average = g.power && !p.current_w;
     g.can.instant_power = g.power && p.current_w.has_value();
     if (api.get_energy_count != nullptr) {
       uint64_t acc = 0;
@@ -217,7 +219,7 @@ std::string AmdsmiGpuSet::pci_address(int gpu) const {
 std::string AmdsmiGpuSet::describe(int gpu) const {
   const Gpu& g = gpu_at(gpu);
   std::string power = g.can.instant_power ? "current_socket_power"
-                      : g.average         ? "average_socket_power (no current reading)"
+                      : g.power           ? "average_socket_power (no current reading)"
                                           : "none";
   if (g.shares_reading_of) {
     power = fmt::format("none of its own: GPU {} reports this MI250 die with its own",
@@ -230,12 +232,23 @@ std::string AmdsmiGpuSet::describe(int gpu) const {
                                              : "integrated from power samples");
 }
 
+// What ROCm shows the process, as positions in this set: HIP's order, after ROCm's variables.
+// Every GPU in this set's own order (no variable, HIP's order the machine's): std::nullopt.
 std::optional<std::string> AmdsmiGpuSet::runtime_visible_devices() const {
-  const RocmVisibility vis = RocmVisibility::from_env();
-  if (!vis.any()) {
+  std::vector<int> positions;
+  for (const int hip : map_rocm_visible_devices(RocmVisibility::from_env(), hip_uuids_)) {
+    const std::string& uuid = hip_uuids_[static_cast<size_t>(hip)];
+    for (int gpu = 0; gpu < count(); ++gpu) {
+      if (gpus_[static_cast<size_t>(gpu)].uuid == uuid) {
+        positions.push_back(gpu);
+      }
+    }
+  }
+  std::vector<int> all(static_cast<size_t>(count()));
+  std::iota(all.begin(), all.end(), 0);
+  if (positions == all) {
     return std::nullopt;
   }
-  std::vector<int> positions = map_rocm_visible_devices(vis, hip_uuids_);
   return fmt::format("{}", fmt::join(positions, ","));
 }
 
@@ -263,7 +276,7 @@ int64_t AmdsmiGpuSet::socket_power_mw(int gpu) const {
     AmdsmiLibrary::Call call(*lib_);
     check_amdsmi(*lib_, lib_->power_info(g.handle, &p), "amdsmi_get_power_info", where(gpu));
   }
-  const std::optional<uint32_t> w = !g.average && p.current_w ? p.current_w : p.average_w;
+  const std::optional<uint32_t> w = g.can.instant_power && p.current_w ? p.current_w : p.average_w;
   if (!w) {
     throw DeviceError(
         fmt::format("{}: amdsmi_get_power_info stopped reporting socket power", where(gpu)));

@@ -2,11 +2,11 @@
 // library; the registry wraps the set in zeusd/zeusd_gpu_set.h when they must go through the
 // daemon.
 //
-// Two numberings (docs/amd.md): a GPU's position in the set follows HIP's order (what PyTorch
-// calls cuda:N: amdsmi_get_gpu_enumeration_info's hip_id, else KFD node ids), filtered by
-// ROCR_VISIBLE_DEVICES and then HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES); its
-// machine_index is AMD SMI's own handle order (sockets, then processors), which upstream zeusd
-// uses for GPU ids, so upstream's clients and the exporter's `gpu` label agree with upstream.
+// Two numberings (docs/amd.md): a process's set follows HIP's order (what PyTorch calls cuda:N:
+// amdsmi_get_gpu_enumeration_info's hip_id, else KFD node ids), filtered by ROCR_VISIBLE_DEVICES
+// and then HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES); machine_index is AMD SMI's own handle
+// order (sockets, then processors), which upstream zeusd uses for GPU ids, so upstream's clients
+// and the exporter's `gpu` label agree with upstream. A machine-wide set is in machine order.
 #pragma once
 
 #include <chrono>
@@ -23,7 +23,8 @@ namespace zeus::device::amdsmi {
 
 struct AmdsmiGpuSetOptions {
   AmdsmiLibraryOptions library;
-  // Honour ROCR_/HIP_/CUDA_VISIBLE_DEVICES. Off: every GPU of the machine, in HIP order.
+  // Honour ROCR_/HIP_/CUDA_VISIBLE_DEVICES (the GPUs in HIP's order). Off: every GPU of the
+  // machine in machine order (runtime_visible_devices() then gives HIP's).
   bool respect_visible_devices = true;
   // Exactly these GPUs (machine indices), in this order; overrides the option above.
   std::optional<std::vector<int>> machine_indices;
@@ -69,8 +70,9 @@ class AmdsmiGpuSet final : public GpuSet {
     std::string name;
     std::string uuid;
     std::string pci;
-    bool power = true;     // the socket power reads (false: an MI250 odd die)
-    bool average = false;  // only average_socket_power is reported
+    // The socket power reads (false: an MI250 odd die); current_socket_power where
+    // can.instant_power, else average_socket_power.
+    bool power = true;
     // The GPU whose reading includes this one's (an MI250/MI250X odd die's even partner).
     std::optional<int> shares_reading_of;
     bool counter_present = false;  // amdsmi_get_energy_count answers
