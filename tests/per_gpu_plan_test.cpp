@@ -1,0 +1,166 @@
+#include "zeus/optimize/per_gpu_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "zeus/common/errors.h"
+
+namespace zeus::optimize {
+namespace {
+
+// Two limits a GPU can run at: 200 W (1.0 s, 180 W busy) and 100 W (1.5 s, 100 W busy).
+GpuCurve two_limit_gpu(double slowdown, double idle_w = 40) {
+  return {{{200'000, 1.0 * slowdown, 180}, {100'000, 1.5 * slowdown, 100}}, idle_w, 200'000};
+}
+
+TEST(PerGpuPlan, EvaluateChargesTheWaitAtIdlePower) {
+  const std::vector<GpuCurve> curves{two_limit_gpu(1.0), two_limit_gpu(1.0)};
+  const CostModel cost = data_parallel_cost(curves, 0.5);
+  EXPECT_DOUBLE_EQ(cost.max_power_w(), 400);
+  const std::vector<int64_t> limits{200'000, 100'000};
+  const PlanOutcome o = evaluate_plan(curves, limits, cost);
+  EXPECT_DOUBLE_EQ(o.time_s, 1.5);
+  // GPU 0: 180 W x 1 s busy + 40 W x 0.5 s waiting; GPU 1: 100 W x 1.5 s.
+  EXPECT_DOUBLE_EQ(o.energy_j, 180 + 20 + 150);
+  EXPECT_DOUBLE_EQ(o.cost, 0.5 * 350 + 0.5 * 400 * 1.5);
+  const std::vector<int64_t> unknown{200'000, 150'000};
+  EXPECT_THROW(evaluate_plan(curves, unknown, cost), InternalError);
+}
+
+TEST(PerGpuPlan, TheFastGpuSlowsDownToTheStragglersPace) {
+  // GPU 1 is 1.5x slower: at 200 W it takes 1.5 s, which GPU 0 also takes at 100 W.
+  const std::vector<GpuCurve> curves{two_limit_gpu(1.0), two_limit_gpu(1.5)};
+  const CostModel cost = data_parallel_cost(curves, 0.5);
+  const PlanOutcome single = *plan_single_limit(curves, cost, {});
+  EXPECT_EQ(single.limits_mw, (std::vector<int64_t>{200'000, 200'000}));
+  const PlanOutcome plan = plan_per_gpu(curves, cost, {});
+  EXPECT_EQ(plan.limits_mw, (std::vector<int64_t>{100'000, 200'000}));
+  EXPECT_DOUBLE_EQ(plan.time_s, single.time_s);
+  EXPECT_LT(plan.energy_j, single.energy_j);
+}
+
+TEST(PerGpuPlan, EqualGpusGetZeusChoiceIncludingItsTies) {
+  // Both limits cost the same per iteration: Zeus takes the higher one, and so does the plan.
+  // 200 W: (0.5 x 2 x 100 + 0.5 x 400) x 1 s = 300; 100 W: (0.5 x 2 x P + 200) x 2 s = 300 at P=50.
+  const GpuCurve gpu{{{200'000, 1.0, 100}, {100'000, 2.0, 50}}, 30, 200'000};
+  const std::vector<GpuCurve> curves(2, gpu);
+  const CostModel cost = data_parallel_cost(curves, 0.5);
+  const auto job = job_measurements(curves);
+  ASSERT_EQ(job.size(), 2u);
+  EXPECT_EQ(select_power_limit(job, cost, {}), 200'000);
+  EXPECT_EQ(plan_per_gpu(curves, cost, {}).limits_mw, (std::vector<int64_t>{200'000, 200'000}));
+  for (const char* s : {"energy", "time", "slowdown:2.5", "slowdown:1.5"}) {
+    const SelectorOptions selector = parse_selector(s);
+    const int64_t zeus = select_power_limit(job, cost, selector);
+    EXPECT_EQ(plan_per_gpu(curves, cost, selector).limits_mw, (std::vector<int64_t>(2, zeus))) << s;
+  }
+}
+
+TEST(PerGpuPlan, MixedModelsShareOnlyTheirCommonLimits) {
+  const std::vector<GpuCurve> curves{{{{300'000, 1.0, 250}, {200'000, 1.2, 180}}, 30, 300'000},
+                                     {{{250'000, 1.1, 200}, {200'000, 1.3, 170}}, 40, 250'000}};
+  const CostModel cost = data_parallel_cost(curves, 0.5);
+  EXPECT_DOUBLE_EQ(cost.max_power_w(), 550);
+  EXPECT_EQ(plan_single_limit(curves, cost, {})->limits_mw,
+            (std::vector<int64_t>{200'000, 200'000}));
+  const std::vector<GpuCurve> disjoint{curves[0], {{{250'000, 1.1, 200}}, 40, 250'000}};
+  EXPECT_FALSE(plan_single_limit(disjoint, cost, {}).has_value());
+  EXPECT_EQ(plan_per_gpu(disjoint, cost, {}).limits_mw.size(), 2u);
+}
+
+// The exact optimum by enumeration, scored as the selector's per-GPU form says, ties to the
+// higher limits (larger sum, then lexicographically larger).
+PlanOutcome brute_force(const std::vector<GpuCurve>& curves, const CostModel& cost,
+                        const SelectorOptions& selector) {
+  double bound = 1e300;
+  if (selector.selector == LimitSelector::kMaxSlowdown) {
+    std::vector<int64_t> top;
+    for (const auto& c : curves) {
+      int64_t m = 0;
+      for (const auto& p : c.points) {
+        m = std::max(m, p.limit_mw);
+      }
+      top.push_back(m);
+    }
+    bound = selector.max_slowdown * evaluate_plan(curves, top, cost).time_s;
+  }
+  std::optional<PlanOutcome> best;
+  std::vector<int64_t> limits(curves.size());
+  const auto key = [&](const PlanOutcome& o) {
+    switch (selector.selector) {
+      case LimitSelector::kCost:
+        return std::pair{o.cost, 0.0};
+      case LimitSelector::kTime:
+        return std::pair{o.time_s, o.energy_j};
+      default:
+        return std::pair{o.energy_j, 0.0};
+    }
+  };
+  const auto sum = [](const PlanOutcome& o) {
+    int64_t s = 0;
+    for (int64_t l : o.limits_mw) {
+      s += l;
+    }
+    return s;
+  };
+  std::function<void(size_t)> walk = [&](size_t g) {
+    if (g == curves.size()) {
+      PlanOutcome o = evaluate_plan(curves, limits, cost);
+      if (o.time_s > bound * (1 + 1e-12)) {
+        return;
+      }
+      if (!best || key(o) < key(*best) ||
+          (key(o) == key(*best) &&
+           (sum(o) > sum(*best) || (sum(o) == sum(*best) && o.limits_mw > best->limits_mw)))) {
+        best = o;
+      }
+      return;
+    }
+    for (const auto& p : curves[g].points) {
+      limits[g] = p.limit_mw;
+      walk(g + 1);
+    }
+  };
+  walk(0);
+  return *best;
+}
+
+TEST(PerGpuPlan, MatchesBruteForceOnRandomMixes) {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int gpus = 2 + trial % 3;
+    std::vector<GpuCurve> curves;
+    for (int g = 0; g < gpus; ++g) {
+      GpuCurve c;
+      c.idle_power_w = 20 + 30 * u(rng);
+      const int limits = 2 + static_cast<int>(u(rng) * 4);
+      const double speed = 0.8 + 0.6 * u(rng);
+      for (int i = 0; i < limits; ++i) {
+        const int64_t limit = 300'000 - 25'000 * i;
+        // Mostly slower and cheaper at lower limits, with noise so that it is not always so.
+        c.points.push_back({limit, speed * (1.0 + 0.15 * i + 0.1 * u(rng)),
+                            c.idle_power_w + 20 + 250.0 * (1.0 - 0.15 * i) * (0.8 + 0.4 * u(rng))});
+      }
+      c.max_limit_mw = 300'000;
+      curves.push_back(std::move(c));
+    }
+    const CostModel cost = data_parallel_cost(curves, u(rng));
+    for (const char* s : {"cost", "energy", "time", "slowdown:1.1", "slowdown:1.3"}) {
+      const SelectorOptions selector = parse_selector(s);
+      const PlanOutcome want = brute_force(curves, cost, selector);
+      const PlanOutcome got = plan_per_gpu(curves, cost, selector);
+      EXPECT_EQ(got.limits_mw, want.limits_mw) << "trial " << trial << " selector " << s;
+      EXPECT_DOUBLE_EQ(got.cost, want.cost) << "trial " << trial << " selector " << s;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 1500);
+}
+
+}  // namespace
+}  // namespace zeus::optimize
