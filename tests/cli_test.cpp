@@ -312,6 +312,50 @@ TEST_F(CliTest, SimulatePolicyFidelityAndExplain) {
               1e-6 * lean["zeus_energy_j"].get<double>());
 }
 
+// The two examples, checked against the trace rows by hand (eta 0.5): cifar100 at 1024,
+// V100 at 125 W takes 9.216667 s/epoch at 109.2969 W, at 200 W 7.843333 s at 159.2493 W (the
+// adadelta rows); the 15% slower GPU at 200 W sets the pace, 7.843333 x 1.15 = 9.019833 s.
+TEST_F(CliTest, SimulateDataParallelPlansPerGpu) {
+  auto r = zeus({"simulate", "--dp", "v100,v100,v100,v100*1.15", "--workload", "cifar100",
+                 "--batch-size", "1024", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["per_gpu"]["limits_w"], nlohmann::json({125.0, 125.0, 125.0, 200.0}));
+  EXPECT_EQ(j["global"]["limits_w"], nlohmann::json({175.0, 175.0, 175.0, 175.0}));
+  const double t_fast = 9.216666666666667;
+  const double t_slow = 7.843333333333334 * 1.15;
+  const double T = std::max(t_fast, t_slow);
+  const double energy = 3 * (109.29691814892352 * t_fast + 40 * (T - t_fast)) +
+                        159.24927087354314 * t_slow + 40 * (T - t_slow);
+  EXPECT_NEAR(j["per_gpu"]["time_s"].get<double>(), T, 1e-9);
+  EXPECT_NEAR(j["per_gpu"]["energy_j"].get<double>(), energy, 1e-6);
+  EXPECT_NEAR(j["per_gpu"]["cost"].get<double>(), 0.5 * energy + 0.5 * 4 * 250 * T, 1e-6);
+  EXPECT_NEAR(j["savings"]["energy"].get<double>(), 0.079, 0.001);
+  // Mixed models: Zeus's one limit is the cheapest both have; the V100 then waits at 175 W.
+  r = zeus({"simulate", "--dp", "v100,a40", "--workload", "imagenet", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch_size"], 256);
+  EXPECT_EQ(j["per_gpu"]["limits_w"], nlohmann::json({175.0, 225.0}));
+  EXPECT_EQ(j["global"]["limits_w"], nlohmann::json({225.0, 225.0}));
+  EXPECT_DOUBLE_EQ(j["per_gpu"]["time_s"].get<double>(), j["global"]["time_s"].get<double>());
+  // Equal GPUs: exactly Zeus's choice; the table says so.
+  r = zeus({"simulate", "--dp", "a40,a40,a40", "--workload", "librispeech"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("save 0.0% energy, 0.0% cost and 0.0% time"));
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"simulate", "--dp", "v100,h100", "--workload", "imagenet"},
+           {"simulate", "--dp", "v100,v100*0", "--workload", "imagenet"},
+           {"simulate", "--dp", "v100,v100"},
+           {"simulate", "--dp", "v100", "--workload", "imagenet", "--batch-size", "7"},
+           {"simulate", "--dp", "v100", "--workload", "imagenet", "--format", "csv"},
+           {"simulate", "--batch-size", "256", "--workload", "imagenet"}}) {
+    r = zeus(bad);
+    EXPECT_EQ(r.code, 2) << ::testing::PrintToString(bad) << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 // An error no command expected (here a filesystem_error from creating the log dir under /proc)
 // is one line naming the path, exit 1, not std::terminate().
 TEST_F(CliTest, UnexpectedErrorsAreOneLineNotATerminate) {

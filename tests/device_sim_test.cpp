@@ -51,6 +51,10 @@ TEST(ParseSimSpec, RejectsBadSpecsWithTheGrammar) {
       {"sim:v100:imagenet:12x", "batch size '12x' is not a positive integer"},
       {"sim:v100:a:b:c", "4 fields where at most 3 (gpu, workload, batch size) go"},
       {"sim:v100@", "empty state file after '@'"},
+      {"sim:v100,", "GPU entry '' names no model"},
+      {"sim:v100,h100", "unknown simulated GPU 'h100'"},
+      {"sim:v100*0", "slowdown '0' of GPU entry 'v100*0' is not a number > 0"},
+      {"sim:v100,v100*fast", "slowdown 'fast' of GPU entry 'v100*fast' is not a number > 0"},
       {"v100", "does not start with 'sim:'"}};
   for (const auto& [bad, why] : cases) {
     try {
@@ -58,8 +62,9 @@ TEST(ParseSimSpec, RejectsBadSpecsWithTheGrammar) {
       ADD_FAILURE() << bad << " was accepted";
     } catch (const ConfigError& e) {
       EXPECT_THAT(e.what(), HasSubstr(fmt::format("device '{}': {}", bad, why))) << bad;
-      EXPECT_THAT(e.what(), HasSubstr("expected sim:<gpu>[:<workload>[:<batch size>]][@<state "
-                                      "file>], e.g. sim:v100"))
+      EXPECT_THAT(e.what(),
+                  HasSubstr("expected sim:<gpu>[*<slowdown>][,<gpu>[*<slowdown>]...][:<workload>[:"
+                            "<batch size>]][@<state file>], e.g. sim:v100"))
           << bad;
     }
   }
@@ -69,6 +74,86 @@ TEST(ParseSimSpec, RejectsBadSpecsWithTheGrammar) {
     ADD_FAILURE() << "ZEUS_SIM_GPUS=0 was accepted";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("ZEUS_SIM_GPUS='0' must be an integer in 1-"));
+  }
+}
+
+TEST(ParseSimSpec, OneEntryPerGpuWithSlowdowns) {
+  test::ScopedEnv gpus("ZEUS_SIM_GPUS", std::nullopt);
+  test::ScopedEnv state("ZEUS_SIM_STATE", std::nullopt);
+  auto o = parse_sim_spec("sim:v100,v100,v100*1.15,a40:cifar100:1024");
+  EXPECT_EQ(o.gpu_count, 4);
+  ASSERT_EQ(o.mix.size(), 4u);
+  EXPECT_EQ(o.mix[2], (SimGpuEntry{"v100", 1.15}));
+  EXPECT_EQ(o.mix[3], (SimGpuEntry{"a40", 1.0}));
+  EXPECT_EQ(o.workload, "cifar100");
+  EXPECT_EQ(o.batch_size, 1024);
+  // One entry keeps its meaning: the count from ZEUS_SIM_GPUS, each GPU that entry.
+  test::ScopedEnv three("ZEUS_SIM_GPUS", "3");
+  o = parse_sim_spec("sim:v100*1.2");
+  EXPECT_EQ(o.gpu_count, 3);
+  EXPECT_EQ(o.mix, (std::vector<SimGpuEntry>{{"v100", 1.2}}));
+  EXPECT_TRUE(parse_sim_spec("sim:v100").mix.empty());
+  try {
+    parse_sim_spec("sim:v100,a40");
+    ADD_FAILURE() << "2 entries with ZEUS_SIM_GPUS=3 were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2 GPUs listed, but ZEUS_SIM_GPUS='3'"));
+  }
+}
+
+TEST(SimGpuSet, EachGpuRunsItsOwnModelAndSlowdown) {
+  test::ScopedEnv gpus("ZEUS_SIM_GPUS", std::nullopt);
+  test::ScopedEnv state("ZEUS_SIM_STATE", std::nullopt);
+  SimGpuSet set(parse_sim_spec("sim:v100,v100*1.25,a40:imagenet:256"));
+  ASSERT_EQ(set.count(), 3);
+  EXPECT_EQ(set.locator(), "sim:v100,v100*1.25,a40:imagenet:256");
+  EXPECT_EQ(set.model(2), "a40");
+  EXPECT_EQ(set.power_limit_constraints_mw(2).max_mw, 300'000);
+  EXPECT_EQ(set.power_limit_constraints_mw(0).max_mw, 250'000);
+  EXPECT_DOUBLE_EQ(set.idle_power_w(2), 30.0);
+  EXPECT_THAT(set.name(2), HasSubstr("A40"));
+  EXPECT_THAT(set.describe(1), HasSubstr("1.25x slower"));
+  // The slowdown stretches the step, not the power: the slow GPU spends 1.25x the energy.
+  const auto fast = set.run_iterations(0, 10);
+  const auto slow = set.run_iterations(1, 10);
+  EXPECT_NEAR(static_cast<double>(slow.count()) / static_cast<double>(fast.count()), 1.25, 1e-6);
+  EXPECT_NEAR(static_cast<double>(*set.energy_mj(1)) / static_cast<double>(*set.energy_mj(0)), 1.25,
+              1e-3);
+  EXPECT_EQ(set.power_mw(0), set.power_mw(1));
+  // Heat: the GPU slows down mid-run, and its next steps take the new pace.
+  set.set_slowdown(0, 1.5);
+  EXPECT_NEAR(
+      static_cast<double>(set.run_iterations(0, 10).count()) / static_cast<double>(fast.count()),
+      1.5, 1e-6);
+  EXPECT_THROW(set.set_slowdown(0, 0.0), ConfigError);
+  EXPECT_EQ(set.trace_iteration_time(1, 250'000), set.trace_iteration_time(0, 250'000));
+}
+
+TEST(SimGpuSet, MixMustMatchTheCountAndTheStateFile) {
+  test::ScopedEnv gpus("ZEUS_SIM_GPUS", std::nullopt);
+  test::ScopedEnv state("ZEUS_SIM_STATE", std::nullopt);
+  test::TempDir dir;
+  const std::string path = (dir.path() / "node.state").string();
+  SimGpuSetOptions o = parse_sim_spec("sim:v100,v100*1.2@" + path);
+  {
+    SimGpuSet first(o);
+    first.set_slowdown(1, 2.0);
+    SimGpuSet second(o);  // the same node: the changed slowdown is shared
+    EXPECT_DOUBLE_EQ(second.slowdown(1), 2.0);
+  }
+  try {
+    SimGpuSet other(parse_sim_spec("sim:v100,v100*1.3@" + path));
+    ADD_FAILURE() << "another mix was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("holds 2 x v100,v100*1.2:imagenet:256"));
+  }
+  o.gpu_count = 3;
+  o.state_path.clear();
+  try {
+    SimGpuSet wrong(o);
+    ADD_FAILURE() << "3 GPUs from a 2-entry mix were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("sim:v100,v100*1.2 lists 2 GPUs, but 3 are asked for"));
   }
 }
 
@@ -108,9 +193,9 @@ TEST(SimGpuSet, VirtualClockReproducesTraceTimeAndEnergy) {
   // Idle time accrues idle power only.
   const auto e0 = *gpus.energy_mj(0);
   gpus.idle(0, 10s);
-  EXPECT_NEAR(static_cast<double>(*gpus.energy_mj(0) - e0) / 1000.0, 10 * gpus.idle_power_w(),
+  EXPECT_NEAR(static_cast<double>(*gpus.energy_mj(0) - e0) / 1000.0, 10 * gpus.idle_power_w(0),
               0.01);
-  EXPECT_EQ(gpus.power_mw(0), static_cast<int64_t>(gpus.idle_power_w() * 1000));
+  EXPECT_EQ(gpus.power_mw(0), static_cast<int64_t>(gpus.idle_power_w(0) * 1000));
 }
 
 TEST(SimGpuSet, LowerLimitIsSlowerAndDrawsLessPower) {

@@ -99,6 +99,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   simulate_cmd->add_flag("--explain", simulate.explain,
                          "Per job: where the cumulative energy went against the oracle");
+  simulate_cmd->add_option("--dp", simulate.dp,
+                           "Data-parallel GPUs, one entry each, e.g. v100,v100,v100*1.15,v100 "
+                           "(*1.15: 15% slower): Zeus's single limit against per-GPU limits");
+  simulate_cmd->add_option("--batch-size", simulate.batch_size,
+                           "With --dp: each GPU's batch size (default: the workload's)");
 
   RestoreLimitsCommandOptions restore;
   CLI::App* restore_cmd = app.add_subcommand(

@@ -50,6 +50,10 @@ struct SimulateCommandOptions {
   std::string lean;               // lean's knobs over its defaults: "gamma=1.5,cap=0"
   std::string fidelity = "zeus";  // zeus | windows
   bool explain = false;           // where each job's energy went against the oracle
+  // Data-parallel: one GPU per entry, "v100,v100*1.15,a40"; Zeus's single limit against the
+  // per-GPU plan for --workload at --batch-size (each GPU's; 0: the workload's default).
+  std::string dp;
+  int64_t batch_size = 0;
 };
 
 struct ReportCommandOptions {
@@ -99,6 +103,8 @@ struct JobEnergyCommandOptions {
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).
 int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
+// zeus simulate --dp (simulate_dp_command.cpp).
+int run_simulate_dp(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
 // Serves until SIGINT or SIGTERM; kExitUsage when the database or address cannot be used.
 int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, std::ostream& err);

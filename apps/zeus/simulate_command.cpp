@@ -224,6 +224,9 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
 }  // namespace
 
 int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (!o.dp.empty() || o.batch_size != 0) {
+    return run_simulate_dp(o, out, err);
+  }
   std::vector<Group> groups;
   std::vector<uint64_t> seeds;
   std::string policy;  // as the table header names it

@@ -87,7 +87,15 @@ NodeGpus::~NodeGpus() = default;
 void NodeGpus::open_simulated() {
   device::sim::SimGpuSetOptions so = device::sim::parse_sim_spec(o_.device);
   so.clock = o_.sim_clock;
-  so.gpu_count = std::max(so.gpu_count, ranks_.local_world_size);
+  // A mix names each local rank's GPU (its length is checked against the ranks by the set); one
+  // model is simulated once per local rank.
+  if (so.mix.size() <= 1) {
+    so.gpu_count = std::max(so.gpu_count, ranks_.local_world_size);
+  } else if (so.gpu_count < ranks_.local_world_size) {
+    throw ConfigError(fmt::format(
+        "device '{}' lists {} GPU(s), but node {} has {} local ranks; list one per local rank",
+        o_.device, so.gpu_count, ranks_.node_rank, ranks_.local_world_size));
+  }
   so.gpu_count_from_state = false;
   std::string_view state_dir_role = "directory of the simulated GPUs' state (sim:<gpu>@PATH)";
   if (so.state_path.empty()) {

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <set>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/config.h"
 
 namespace zeus::trace {
@@ -30,7 +32,57 @@ constexpr std::array kWorkloads{
 
 constexpr std::array<std::string_view, 4> kGpuModels{"a40", "p100", "rtx6000", "v100"};
 
+constexpr std::array kGpuFacts{
+    GpuModelFacts{"a40", "NVIDIA A40", 30.0},
+    GpuModelFacts{"p100", "Tesla P100-PCIE-16GB", 30.0},
+    GpuModelFacts{"rtx6000", "Quadro RTX 6000", 20.0},
+    GpuModelFacts{"v100", "Tesla V100-PCIE-32GB", 40.0},
+};
+
 }  // namespace
+
+const GpuModelFacts& gpu_model_facts(std::string_view model) {
+  for (const auto& m : kGpuFacts) {
+    if (m.model == model) {
+      return m;
+    }
+  }
+  throw ConfigError(
+      fmt::format("unknown simulated GPU '{}'; choose a40, p100, rtx6000 or v100", model));
+}
+
+std::vector<GpuMixEntry> parse_gpu_mix(std::string_view text) {
+  std::vector<GpuMixEntry> mix;
+  for (const std::string& item : split(text, ',')) {
+    const std::string_view entry = item;
+    const size_t star = entry.find('*');
+    GpuMixEntry gpu{std::string(entry.substr(0, star)), 1.0};
+    if (gpu.model.empty()) {
+      throw ConfigError(fmt::format("GPU entry '{}' names no model", entry));
+    }
+    gpu_model_facts(gpu.model);
+    if (star != std::string_view::npos) {
+      const auto s = parse_number<double>(entry.substr(star + 1));
+      if (!s || !(*s > 0) || !std::isfinite(*s)) {
+        throw ConfigError(
+            fmt::format("slowdown '{}' of GPU entry '{}' is not a number > 0 (1.15: 15% slower)",
+                        entry.substr(star + 1), entry));
+      }
+      gpu.slowdown = *s;
+    }
+    mix.push_back(std::move(gpu));
+  }
+  return mix;
+}
+
+std::string format_gpu_mix(std::span<const GpuMixEntry> mix) {
+  std::string out;
+  for (const auto& e : mix) {
+    out += out.empty() ? "" : ",";
+    out += e.slowdown == 1.0 ? e.model : fmt::format("{}*{}", e.model, e.slowdown);
+  }
+  return out;
+}
 
 std::span<const Workload> all_workloads() {
   return kWorkloads;

@@ -44,6 +44,31 @@ std::span<const Workload> all_workloads();
 // The GPU models with traces: a40, p100, rtx6000, v100.
 std::span<const std::string_view> trace_gpu_models();
 
+// What the traces leave out about a GPU model: its name as its driver reports it, and what it
+// draws idle (the traces only measure GPUs under load; also its draw while it waits at a
+// data-parallel job's gradient sync).
+struct GpuModelFacts {
+  std::string_view model;
+  std::string_view name;
+  double idle_power_w;
+};
+// Throws ConfigError listing the models for an unknown one.
+const GpuModelFacts& gpu_model_facts(std::string_view model);
+
+// One GPU of a data-parallel mix: its model and how much slower than its trace it is (1.15: 15%
+// slower; a slowdown stretches its step time, not its power).
+struct GpuMixEntry {
+  std::string model;
+  double slowdown = 1.0;
+
+  bool operator==(const GpuMixEntry&) const = default;
+};
+// Parses "v100,v100*1.15,a40": one entry per GPU. Throws ConfigError naming the entry (an
+// unknown model, a slowdown that is not a number > 0, an empty entry).
+std::vector<GpuMixEntry> parse_gpu_mix(std::string_view text);
+// The list back: "v100,v100*1.15,a40".
+std::string format_gpu_mix(std::span<const GpuMixEntry> mix);
+
 // The directory holding the traces: $ZEUS_TRACE_DIR, else the source tree's data/zeus-traces,
 // else the installed share/zeus/zeus-traces. Throws IoError naming every place looked at.
 std::filesystem::path trace_dir();

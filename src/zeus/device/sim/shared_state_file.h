@@ -15,7 +15,7 @@ namespace zeus::device::sim {
 namespace detail {
 
 inline constexpr uint64_t kMagic = 0x5a4555535349'4d31;  // "ZEUSSIM1"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;                  // 2: per-GPU slowdown, mixes of models
 inline constexpr int kMaxGpus = 64;
 
 struct SharedGpu {
@@ -23,13 +23,14 @@ struct SharedGpu {
   int64_t clock_ns;  // virtual: the GPU's time; real: when energy was last accrued
   int64_t busy;
   double energy_mj;
+  double slowdown;  // the GPU's step time over the trace's (1: as traced); may change mid-run
 };
 
 struct SharedState {
   uint64_t magic;
   uint32_t version;
   uint32_t gpu_count;
-  std::array<char, 64> model;  // "<gpu>:<workload>:<batch_size>"
+  std::array<char, 256> model;  // "<gpu>[*<slowdown>][,...]:<workload>:<batch_size>"
   std::array<SharedGpu, kMaxGpus> gpus;
 };
 

@@ -33,7 +33,7 @@ std::unique_ptr<GpuSet> open(std::string_view locator, const OpenGpuSetOptions& 
 
 GpuBackend backend() {
   return {.name = "sim",
-          .syntax = "sim:<gpu>[:<workload>[:<batch size>]][@<state file>]",
+          .syntax = "sim:<gpu>[*<slowdown>][,<gpu>...][:<workload>[:<batch size>]][@<state file>]",
           .machine = false,
           .probe = probe,
           .open = open};

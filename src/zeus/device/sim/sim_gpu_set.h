@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "zeus/device/gpu_set.h"
 #include "zeus/device/registry.h"
@@ -18,8 +19,13 @@ namespace zeus::device::sim {
 
 using SimClock = device::SimClock;  // registry.h: an option of opening any set
 
+using SimGpuEntry = trace::GpuMixEntry;
+
 struct SimGpuSetOptions {
-  std::string gpu_model = "v100";  // a40, p100, rtx6000, v100
+  std::string gpu_model = "v100";  // a40, p100, rtx6000, v100: every GPU's when `mix` is empty
+  // One entry per GPU (sim:v100,v100*1.2): then the GPU count is its length. Empty: gpu_count
+  // GPUs of gpu_model, none slowed down.
+  std::vector<SimGpuEntry> mix;
   std::string workload = "imagenet";
   std::optional<int64_t> batch_size;  // default: the workload's default batch size
   int gpu_count = 1;
@@ -37,9 +43,11 @@ struct SimGpuSetOptions {
   std::filesystem::path trace_path;
 };
 
-// Parses "sim:<gpu>[:<workload>[:<batch_size>]][@<state file>]". The GPU count comes from
-// $ZEUS_SIM_GPUS, else from an existing state file, else 1; the state file, when not given with
-// '@', from $ZEUS_SIM_STATE.
+// Parses "sim:<gpu>[*<slowdown>][,<gpu>[*<slowdown>]...][:<workload>[:<batch_size>]][@<state
+// file>]". One entry: the GPU count comes from $ZEUS_SIM_GPUS, else from an existing state file,
+// else 1 (every GPU that model, slowed down as the entry says). Several: one GPU per entry, in
+// order ($ZEUS_SIM_GPUS, when set, must agree). The state file, when not given with '@', from
+// $ZEUS_SIM_STATE.
 // Throws ConfigError naming the spec and what is accepted.
 SimGpuSetOptions parse_sim_spec(std::string_view spec);
 
@@ -80,25 +88,45 @@ class SimGpuSet final : public GpuSet {
   std::chrono::nanoseconds now(int gpu);
   // Marks the GPU as running the workload (its power is the trace's) or idle.
   void set_busy(int gpu, bool busy);
+  // The GPU's slowdown now (in the shared state: another process, or a test standing for heat,
+  // may change it mid-run; the next iteration runs at the new pace). Throws ConfigError for a
+  // slowdown that is not a finite number > 0.
+  double slowdown(int gpu);
+  void set_slowdown(int gpu, double slowdown);
 
   const SimGpuSetOptions& options() const { return options_; }
   int64_t batch_size() const { return batch_size_; }
-  double idle_power_w() const { return idle_power_w_; }
+  // What the GPU draws while it does nothing (and waits at a gradient sync), W.
+  double idle_power_w(int gpu) const;
+  // The GPU's model ("v100").
+  const std::string& model(int gpu) const;
+  // What the trace says GPU `gpu` does per iteration at `limit_mw`, before its slowdown: the
+  // time and the busy power (the planner's view of the simulator, for tests and the bench).
+  std::chrono::nanoseconds trace_iteration_time(int gpu, int64_t limit_mw) const;
+  double trace_power_w(int gpu, int64_t limit_mw) const;
 
  private:
-  SimGpuSet(SimGpuSetOptions options, const trace::PowerTrace& trace);
+  // One GPU's model: what its trace says and what the trace leaves out.
+  struct Model {
+    std::string model;
+    trace::PowerProfile profile;
+    PowerLimitRange range_mw;
+    double idle_power_w = 0;
+    std::string display_name;
+  };
+
   // Accrues energy up to `now_ns` at the current power (real clock only).
   void settle(int gpu, int64_t now_ns);
   double power_w_locked(int gpu) const;
   std::chrono::nanoseconds iteration_time_locked(int gpu) const;
+  const Model& model_of(int gpu) const { return models_[static_cast<size_t>(gpu)]; }
+  // The spec's GPU list: "v100" or "v100,v100*1.2".
+  std::string mix_text() const;
 
   SimGpuSetOptions options_;
-  trace::PowerProfile profile_;
+  std::vector<Model> models_;  // one per GPU
   int64_t batch_size_ = 0;
   int64_t iterations_per_epoch_ = 0;
-  PowerLimitRange range_mw_;
-  double idle_power_w_ = 0;
-  std::string display_name_;
   std::unique_ptr<SharedStateFile> shared_;
   detail::SharedState* state_ = nullptr;  // shared_'s
 };
