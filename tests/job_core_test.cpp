@@ -100,6 +100,7 @@ class StepClock final : public RankClock {
     ++readings;
     return {t_, std::chrono::system_clock::time_point(t_)};
   }
+  std::chrono::nanoseconds own_time() override { return t_; }
   int64_t settled_steps = 0;
   int settles = 0;
   int readings = 0;

@@ -36,6 +36,7 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvProfileParams,
                                    kEnvUseOptimalPl,
                                    kEnvMeasureOnly,
+                                   kEnvPowerLimitPlan,
                                    kEnvDevice,
                                    kEnvSimClock,
                                    kEnvMaxEpochs,

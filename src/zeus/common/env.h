@@ -95,6 +95,10 @@ inline constexpr EnvVar kEnvMeasureOnly{
     "ZEUS_MEASURE_ONLY", "false",
     "true: measure energy and time at the GPUs' current limits, never change a limit (no "
     "profiling, no profile file; for shared machines and processes without root)"};
+inline constexpr EnvVar kEnvPowerLimitPlan{
+    "ZEUS_POWER_LIMIT_PLAN", "per_gpu",
+    "Data-parallel jobs: per_gpu (each GPU its own limit, so GPUs faster than the slowest do not "
+    "wait at the gradient sync at a limit they do not need) or global (Zeus's one limit)"};
 inline constexpr EnvVar kEnvDevice{"ZEUS_DEVICE", "auto",
                                    "GPUs zeus::DataLoader controls: auto, nvml, or sim:<gpu>[...]"};
 inline constexpr EnvVar kEnvSimClock{

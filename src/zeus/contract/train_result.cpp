@@ -93,6 +93,24 @@ std::string to_json(const TrainResult& r) {
                        {"end_unix_ns", w.end_unix_ns}});
   }
   j["profile_windows"] = std::move(windows);
+  j["power_limit_plan"] = r.power_limit_plan;
+  json limits = json::array();
+  for (int64_t mw : r.power_limits_mw) {
+    limits.push_back(watts(mw));
+  }
+  j["power_limits_w"] = std::move(limits);
+  j["estimated_plan_energy_saving"] = r.estimated_plan_energy_saving_j;
+  j["estimated_plan_time_saving"] = r.estimated_plan_time_saving_s;
+  json replans = json::array();
+  for (const auto& p : r.replans) {
+    json plan = json::array();
+    for (int64_t mw : p.power_limits_mw) {
+      plan.push_back(watts(mw));
+    }
+    replans.push_back(
+        {{"epoch", p.epoch}, {"step", p.step}, {"reason", p.reason}, {"power_limits_w", plan}});
+  }
+  j["replans"] = std::move(replans);
   return j.dump(2) + "\n";
 }
 
@@ -163,6 +181,22 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
                            json_int(w.at("begin_unix_ns"), "begin_unix_ns"),
                            json_int(w.at("end_unix_ns"), "end_unix_ns")});
     }
+    r.power_limit_plan = j.value("power_limit_plan", std::string("global"));
+    for (const auto& w : j.value("power_limits_w", json::array())) {
+      r.power_limits_mw.push_back(mw_from_watts(w, "power_limits_w"));
+    }
+    r.estimated_plan_energy_saving_j = j.value("estimated_plan_energy_saving", 0.0);
+    r.estimated_plan_time_saving_s = j.value("estimated_plan_time_saving", 0.0);
+    for (const auto& p : j.value("replans", json::array())) {
+      ReplanRecord rec;
+      rec.epoch = static_cast<int>(json_int(p.at("epoch"), "replans[].epoch"));
+      rec.step = json_int(p.at("step"), "replans[].step");
+      rec.reason = p.value("reason", std::string());
+      for (const auto& w : p.value("power_limits_w", json::array())) {
+        rec.power_limits_mw.push_back(mw_from_watts(w, "replans[].power_limits_w"));
+      }
+      r.replans.push_back(std::move(rec));
+    }
     return r;
   } catch (const json::exception& e) {
     throw ConfigError(fmt::format("train result {} is corrupt: {}", source, e.what()));
@@ -199,6 +233,17 @@ std::string summary_line(const TrainResult& r) {
                         r.estimated_energy_saving_j, pct,
                         r.estimated_time_saving_s >= 0 ? "gained" : "lost",
                         std::abs(r.estimated_time_saving_s));
+  }
+  if (r.power_limit_plan == "per_gpu" && !r.power_limits_mw.empty()) {
+    std::string limits;
+    for (int64_t mw : r.power_limits_mw) {
+      limits += fmt::format("{}{}", limits.empty() ? "" : ",", mw_to_w(mw));
+    }
+    line += fmt::format("; per-GPU limits [{}] W saved {:.1f} J and {} {:.1f} s vs one limit{}",
+                        limits, r.estimated_plan_energy_saving_j,
+                        r.estimated_plan_time_saving_s >= 0 ? "gained" : "lost",
+                        std::abs(r.estimated_plan_time_saving_s),
+                        r.replans.empty() ? "" : fmt::format(" ({} re-plan(s))", r.replans.size()));
   }
   return line;
 }

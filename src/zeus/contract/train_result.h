@@ -34,6 +34,15 @@ struct WindowRecord {
   int64_t end_unix_ns = 0;
 };
 
+// A data-parallel job's per-GPU limits changed after profiling: a GPU's steps took another time
+// than its profile said (heat, a neighbour), and the plan followed without profiling again.
+struct ReplanRecord {
+  int epoch = 0;
+  int64_t step = 0;  // train steps of the job so far
+  std::string reason;
+  std::vector<int64_t> power_limits_mw;  // the new plan, in global rank order
+};
+
 enum class StopReason { kTargetReached, kMaxEpochs, kCostThreshold };
 std::string_view to_string(StopReason reason);
 
@@ -67,6 +76,15 @@ struct TrainResult {
   double estimated_time_saving_s = 0;
   std::vector<EpochRecord> epochs;
   std::vector<WindowRecord> windows;
+  // Data-parallel jobs: "per_gpu" (one limit per GPU, power_limits_mw in global rank order, what
+  // the GPUs ran at when the job ended) or "global" (Zeus's one limit).
+  std::string power_limit_plan = "global";
+  std::vector<int64_t> power_limits_mw;
+  // Estimated from the profile for the iterations run at the per-GPU plan: what it saved against
+  // Zeus's one limit (per_gpu only; negative: it spent more).
+  double estimated_plan_energy_saving_j = 0;
+  double estimated_plan_time_saving_s = 0;
+  std::vector<ReplanRecord> replans;
 };
 
 std::string to_json(const TrainResult& result);

@@ -267,6 +267,10 @@ void synchronize(int index) {
   torch::cuda::synchronize(static_cast<int64_t>(index));
 }
 
+void synchronize_current_stream(int index) {
+  c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index)).synchronize();
+}
+
 std::string device_uuid(int index) {
   check_index(index);
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
@@ -336,6 +340,9 @@ void set_device(int /*index*/) {
 }
 void synchronize(int /*index*/) {
   no_cuda("cuda::synchronize");
+}
+void synchronize_current_stream(int /*index*/) {
+  no_cuda("cuda::synchronize_current_stream");
 }
 std::string device_uuid(int /*index*/) {
   no_cuda("cuda::device_uuid");

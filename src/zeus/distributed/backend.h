@@ -87,6 +87,9 @@ int device_count();
 void set_device(int index);
 // Waits until every stream of device `index` is idle.
 void synchronize(int index);
+// Waits until the current stream of device `index` (the model's compute; not NCCL's streams,
+// which may be waiting for a peer) is idle.
+void synchronize_current_stream(int index);
 // The device's UUID as NVML spells it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (for a MIG
 // instance, its own UUID with the "MIG-" prefix), from the CUDA runtime.
 std::string device_uuid(int index);

@@ -7,9 +7,12 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
+#include <chrono>
 #include <mutex>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/sync_wait.h"
+#include "zeus/distributed/backend.h"
 #include "zeus/distributed/context.h"
 #include "zeus/distributed/sync_model.h"
 
@@ -226,6 +229,20 @@ void GradientSync::finish() {
         "that backward ran on every rank",
         s.ctx.rank(), fmt::join(unused, ", ")));
   }
+  // Note [own step time]: when an energy job asks (common/sync_wait.h), the wait below is
+  // counted, from the moment this rank's own backward is done (on CUDA its compute stream is
+  // waited for first) to the moment the averaged gradients are in place: what the slower ranks
+  // and the transfer cost this rank.
+  const bool timed = sync_wait::armed();
+  const int cuda_index =
+      !s.params.empty() && s.params.front().is_cuda() ? s.params.front().get_device() : -1;
+  std::chrono::steady_clock::time_point wait_from;
+  if (timed) {
+    if (cuda_index >= 0) {
+      cuda::synchronize_current_stream(cuda_index);
+    }
+    wait_from = std::chrono::steady_clock::now();
+  }
   for (size_t i = 0; i < s.params.size(); ++i) {
     if (!s.ready[i]) {
       s.copy_in(i);  // zeros: unused this iteration
@@ -255,6 +272,12 @@ void GradientSync::finish() {
   }
   s.ready.assign(s.params.size(), false);
   s.next_launch = 0;
+  if (timed) {
+    if (cuda_index >= 0) {
+      cuda::synchronize_current_stream(cuda_index);
+    }
+    sync_wait::add(std::chrono::steady_clock::now() - wait_from);
+  }
 }
 
 size_t GradientSync::bucket_count() const {

@@ -11,6 +11,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/power.h"
+#include "zeus/common/sync_wait.h"
 #include "zeus/common/units.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/job/batch_size_trial.h"
@@ -20,6 +21,7 @@
 #include "zeus/job/node_gpus.h"
 #include "zeus/job/node_limits.h"
 #include "zeus/job/node_meter.h"
+#include "zeus/job/planned_limits.h"
 #include "zeus/job/profile_exchange.h"
 #include "zeus/job/progress_bar.h"
 #include "zeus/job/rank_clock.h"
@@ -101,8 +103,18 @@ class EnergyJob::Impl {
     popts.selector = o_.selector;
     popts.use_optimal_limit = !o_.observer_mode;
     profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, core_->cost(), popts);
+    if (o_.per_gpu_limits && !o_.observer_mode && ranks_.world_size > 1) {
+      planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
+      // Each rank's own step time needs the waits at the gradient sync told apart.
+      sync_wait::arm(planned_ != nullptr);
+    }
     if (auto saved = load_and_share_profile(o_, coll_)) {
-      apply(profiler_->load(*saved));
+      const pa::SetLimit one = profiler_->load(*saved);
+      if (planned_ && planned_->load(*saved)) {
+        apply_limits(planned_->make_plan(0));
+      } else {
+        apply(one);
+      }
       profile_loaded_ = true;
     }
     if (ranks_.is_master()) {
@@ -137,9 +149,18 @@ class EnergyJob::Impl {
     sync_point([&](const ClockReading&) { limits_->set_power_limit_mw(set.limit_mw); });
   }
 
+  // Per-GPU limits (by rank) at a sync point, as apply(SetLimit) does for one limit; the drift
+  // checks' span starts there.
+  void apply_limits(const std::vector<int64_t>& limits_mw) {
+    current_limit_mw_ = *std::max_element(limits_mw.begin(), limits_mw.end());
+    sync_point([&](const ClockReading&) { limits_->set_power_limits_mw(limits_mw); });
+    planned_->start_span(own_at_align_);
+  }
+
   void apply(const pa::BeginWindow&) {
     sync_point([&](const ClockReading& t) {
       window_begin_ = t;
+      window_own_begin_ = own_at_align_;
       meter_->begin_window("profile");
     });
   }
@@ -147,8 +168,16 @@ class EnergyJob::Impl {
   void apply(const pa::EndWindow&) {
     const bool train_window = !profiler_->done();  // not the eval one at the optimum
     const ClockReading end = align();
-    std::vector<double> v = WindowMessage::contribution(
-        ranks_, to_seconds(end.monotonic - window_begin_.monotonic), meter_->end_window("profile"));
+    WindowMessage::Part part{to_seconds(end.monotonic - window_begin_.monotonic),
+                             to_seconds(own_at_align_ - window_own_begin_)};
+    const std::vector<double> gpu_j = meter_->end_window_per_gpu("profile");
+    for (size_t k = 0; k < gpu_j.size(); ++k) {
+      part.node_energy_j += gpu_j[k];
+      if (k < gpus_->owned_ranks().size()) {
+        part.gpu_energy_j.emplace_back(gpus_->owned_ranks()[k], gpu_j[k]);
+      }
+    }
+    std::vector<double> v = WindowMessage::contribution(ranks_, part);
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
     const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
     if (train_window) {
@@ -158,8 +187,16 @@ class EnergyJob::Impl {
       logger().debug("window at {} W: {:.3f} s, {:.1f} J", mw_to_w(current_limit_mw_),
                      window.max_elapsed_s, window.energy_j);
     }
-    apply(profiler_->on_window_measured(
-        {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j}));
+    if (planned_ && train_window) {
+      planned_->add_window(current_limit_mw_, profiler_->profile_iters(), window);
+    }
+    const optimize::MaybeAction next = profiler_->on_window_measured(
+        {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j});
+    if (planned_ && train_window && profiler_->done()) {
+      apply_limits(planned_->make_plan(epoch_));  // instead of Zeus's one limit
+      return;
+    }
+    apply(next);
   }
 
   // Every rank cancels at the same step (the profiler's schedule is the same everywhere): no
@@ -215,6 +252,9 @@ class EnergyJob::Impl {
           "epoch : train_loader.epochs())`");
     }
     open_loop(train_, Phase::kTrain, iterations);
+    if (planned_) {
+      planned_->start_span(own_at_align_);  // the eval steps between are not at the plan's pace
+    }
     if (profiler_) {
       apply(profiler_->on_epoch_begin(iterations));
     }
@@ -235,6 +275,9 @@ class EnergyJob::Impl {
     if (profiler_) {
       apply(profiler_->on_step_end());
     }
+    if (planned_ && planned_->step()) {
+      check_pace();
+    }
     if (progress_on_) {
       draw_progress("train", train_);
     }
@@ -248,6 +291,15 @@ class EnergyJob::Impl {
       apply(profiler_->on_epoch_end());
     }
     close_loop(train_);
+  }
+
+  // Every kDriftCheckSteps train steps at the plan: the ranks' own step times, and the limits
+  // following a GPU whose pace changed (planned_limits.h).
+  void check_pace() {
+    sync_point([](const ClockReading&) {});
+    if (auto limits = planned_->check(own_at_align_, epoch_)) {
+      apply_limits(*limits);
+    }
   }
 
   void begin_eval_epoch(int64_t iterations) {
@@ -357,10 +409,22 @@ class EnergyJob::Impl {
   }
 
   // The first half of a sync point: every rank's preceding work is done and settled; the clock's
-  // reading at that moment.
+  // reading at that moment. Its barrier carries the simulated clocks: every simulated GPU idles
+  // until the slowest one's time, as the gradient sync would have made it (Note [the rank
+  // clock]).
   ClockReading align() {
     settle_device();
-    barrier();
+    own_at_align_ = clock_->own_time();
+    const auto mine = clock_->device_clock();
+    std::vector<double> clocks = per_rank_slots(ranks_);
+    if (mine) {
+      clocks[static_cast<size_t>(ranks_.rank)] = static_cast<double>(mine->count());
+    }
+    coll_.all_reduce_sum(clocks);
+    if (mine) {
+      clock_->wait_until(std::chrono::nanoseconds{
+          static_cast<int64_t>(*std::max_element(clocks.begin(), clocks.end()))});
+    }
     return clock_->now();
   }
 
@@ -383,6 +447,9 @@ class EnergyJob::Impl {
     optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
     if (need_eval && !p.eval_throughput_ips) {
       return;  // the eval epoch at the optimum is measured next
+    }
+    if (planned_) {
+      planned_->fill(p);
     }
     profile_saved_ = true;
     if (ranks_.is_master()) {
@@ -430,6 +497,10 @@ class EnergyJob::Impl {
     const std::string device =
         ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
     TrainResult r = core_->result(reason, profile_view(), device);
+    if (planned_) {
+      planned_->fill(r);
+      sync_wait::arm(false);
+    }
     result_ = r;
     meter_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
@@ -506,6 +577,9 @@ class EnergyJob::Impl {
   std::unique_ptr<NodeMeter> meter_;     // their energy windows and power logs
   std::unique_ptr<RankClock> clock_;     // injected, or its simulated GPU's, or the machine's
   int64_t steps_unsettled_ = 0;          // steps since the clock's last settle
+  std::chrono::nanoseconds own_at_align_{0};      // the rank's own time at the last sync point
+  std::chrono::nanoseconds window_own_begin_{0};  // ... at the open window's start
+  std::unique_ptr<PlannedLimits> planned_;        // data-parallel per-GPU limits; null: one
   PowerLimitRange range_;                // the global master's GPUs'
   std::optional<JobCore> core_;          // the ledger and the decisions
   std::unique_ptr<JobMetrics> metrics_;  // the master's pushes, when there is a Pushgateway

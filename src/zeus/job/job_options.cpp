@@ -201,6 +201,14 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
     throw ConfigError(fmt::format("{}='{}': expected virtual or real", kEnvSimClock.name, t));
   });
   r.selector = optimize::parse_selector(o.selector);
+  r.per_gpu_limits = *pick(o.per_gpu_limits, kEnvPowerLimitPlan, [](const std::string& t) {
+    if (t == "per_gpu")
+      return true;
+    if (t == "global")
+      return false;
+    throw ConfigError(
+        fmt::format("{}='{}': expected per_gpu or global", kEnvPowerLimitPlan.name, t));
+  });
   if (o.power_limit_step_mw <= 0) {
     throw ConfigError(
         fmt::format("power_limit_step_mw {} must be positive", o.power_limit_step_mw));

@@ -47,6 +47,8 @@ struct JobOptions {
   std::optional<std::string> device;          // ZEUS_DEVICE, auto: NVML; or sim:<gpu>[...]
   std::optional<device::SimClock> sim_clock;  // ZEUS_SIM_CLOCK, virtual
   std::string selector = "cost";              // cost | energy | time | slowdown:<f>
+  // ZEUS_POWER_LIMIT_PLAN, per_gpu: data-parallel jobs plan one limit per GPU; false: Zeus's one.
+  std::optional<bool> per_gpu_limits;
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
   std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
@@ -81,6 +83,7 @@ struct ResolvedJobOptions {
   std::string device;
   device::SimClock sim_clock = device::SimClock::kVirtual;
   optimize::SelectorOptions selector;
+  bool per_gpu_limits = true;
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};
   bool progress_bar = false;

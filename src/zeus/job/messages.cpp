@@ -49,20 +49,32 @@ GrantMessage GrantMessage::decode(std::span<const double> v) {
   return m;
 }
 
-std::vector<double> WindowMessage::contribution(const RankInfo& ranks, double elapsed_s,
-                                                double node_energy_j) {
-  std::vector<double> v(static_cast<size_t>(ranks.world_size) + 1, 0.0);
-  v[static_cast<size_t>(ranks.rank)] = elapsed_s;
+std::vector<double> WindowMessage::contribution(const RankInfo& ranks, const Part& part) {
+  const auto w = static_cast<size_t>(ranks.world_size);
+  std::vector<double> v(3 * w + 1, 0.0);
+  v[static_cast<size_t>(ranks.rank)] = part.elapsed_s;
+  v[w + 1 + static_cast<size_t>(ranks.rank)] = part.own_s;
   if (ranks.is_local_master()) {
-    v.back() = node_energy_j;
+    v[w] = part.node_energy_j;
+    for (const auto& [rank, j] : part.gpu_energy_j) {
+      if (rank >= 0 && static_cast<size_t>(rank) < w) {
+        v[2 * w + 1 + static_cast<size_t>(rank)] = j;
+      }
+    }
   }
   return v;
 }
 
 WindowMessage WindowMessage::decode(std::span<const double> v, int world_size) {
   const auto w = static_cast<size_t>(world_size);
-  check_size(v, w + 1, "the window message");
-  return {max_of(v.first(w)), v[w]};
+  check_size(v, 3 * w + 1, "the window message");
+  const auto own = v.subspan(w + 1, w);
+  const auto gpu = v.subspan(2 * w + 1, w);
+  return {max_of(v.first(w)), v[w], {own.begin(), own.end()}, {gpu.begin(), gpu.end()}};
+}
+
+std::vector<double> per_rank_slots(const RankInfo& ranks) {
+  return std::vector<double>(static_cast<size_t>(ranks.world_size), 0.0);
 }
 
 std::vector<double> EpochMessage::contribution(const RankInfo& ranks, const Part& part) {
@@ -158,6 +170,57 @@ optimize::PowerProfile ProfileMessage::decode(std::span<const double> v, size_t 
     p.eval_power_w = eval[1];
   }
   return p;
+}
+
+std::vector<double> CurvesMessage::header(std::span<const optimize::GpuCurve> curves) {
+  size_t points = 0;
+  for (const auto& c : curves) {
+    points += c.points.size();
+  }
+  return {static_cast<double>(curves.size()), static_cast<double>(points)};
+}
+
+size_t CurvesMessage::size(std::span<const double> header) {
+  check_size(header, kHeaderSize, "the curves header");
+  return 3 * static_cast<size_t>(header[0]) + 3 * static_cast<size_t>(header[1]);
+}
+
+std::vector<double> CurvesMessage::encode(std::span<const optimize::GpuCurve> curves) {
+  std::vector<double> v;
+  for (const auto& c : curves) {
+    v.push_back(c.idle_power_w);
+    v.push_back(static_cast<double>(c.max_limit_mw));
+    v.push_back(static_cast<double>(c.points.size()));
+    for (const auto& p : c.points) {
+      v.push_back(static_cast<double>(p.limit_mw));
+      v.push_back(p.time_s);
+      v.push_back(p.power_w);
+    }
+  }
+  return v;
+}
+
+std::vector<optimize::GpuCurve> CurvesMessage::decode(std::span<const double> header,
+                                                      std::span<const double> v) {
+  check_size(v, size(header), "the curves message");
+  std::vector<optimize::GpuCurve> curves(static_cast<size_t>(header[0]));
+  size_t at = 0;
+  for (auto& c : curves) {
+    if (at + 3 > v.size()) {
+      throw DistError("the curves message ends inside a curve");
+    }
+    c.idle_power_w = v[at];
+    c.max_limit_mw = static_cast<int64_t>(v[at + 1]);
+    const auto n = static_cast<size_t>(v[at + 2]);
+    at += 3;
+    if (at + 3 * n > v.size()) {
+      throw DistError("the curves message ends inside a curve's points");
+    }
+    for (size_t i = 0; i < n; ++i, at += 3) {
+      c.points.push_back({static_cast<int64_t>(v[at]), v[at + 1], v[at + 2]});
+    }
+  }
+  return curves;
 }
 
 }  // namespace zeus::job

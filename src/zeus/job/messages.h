@@ -16,12 +16,18 @@
 //     0 broadcasts DecisionMessage (go on, or stop and why, with the cost forecast and the
 //     epoch's metric).
 //  4. Around loop starts and ends: barriers, and agree() where a step may fail (collectives.h).
+//  5. Data-parallel jobs planning per GPU (gpu_plan.h): at construction an all-reduce of each
+//     GPU's idle power by rank; every sync point's first barrier carries each rank's simulated
+//     clock (by rank; zeros on real GPUs), which every simulated rank then idles up to; after
+//     the plan, every kDriftCheckSteps train steps a sync point and an all-reduce of each rank's
+//     own time since the last check.
 // Times are seconds, energies joules, limits milliwatts (exact in a double).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "zeus/common/power.h"
@@ -61,6 +67,18 @@ struct ProfileMessage {
                                        int64_t global_batch_size);
 };
 
+// 1b'. Then, for a profile with per-GPU curves, CurvesHeader [gpus, points of all curves] and
+// CurvesMessage: per GPU [idle_w, max_limit_mw, n, n x [limit_mw, time_s, power_w]].
+struct CurvesMessage {
+  static constexpr size_t kHeaderSize = 2;
+  static std::vector<double> header(std::span<const optimize::GpuCurve> curves);
+  static size_t size(std::span<const double> header);
+  static std::vector<double> encode(std::span<const optimize::GpuCurve> curves);
+  // Throws DistError for a body that does not hold what its header said.
+  static std::vector<optimize::GpuCurve> decode(std::span<const double> header,
+                                                std::span<const double> v);
+};
+
 // 1c. With a batch-size service, broadcast by rank 0 before 1b: [global batch size,
 // cost threshold (NaN: none), epoch cap (0: none)] (Note [service trial], batch_size_trial.h).
 struct GrantMessage {
@@ -73,16 +91,29 @@ struct GrantMessage {
   static GrantMessage decode(std::span<const double> v);
 };
 
-// 2. All-reduced: [elapsed_s of rank 0 .. rank W-1, node energy_j (local masters add theirs)].
+// 2. All-reduced: [elapsed_s of rank 0 .. rank W-1, node energy_j (local masters add theirs),
+// own_s of rank 0 .. W-1 (its steps without the waits at the sync), energy_j of the GPU of rank
+// 0 .. W-1 (its node's local master fills it)].
 struct WindowMessage {
   double max_elapsed_s = 0;  // the window's time: its slowest rank's
   double energy_j = 0;       // the job's: all nodes'
+  std::vector<double> own_s;            // by global rank
+  std::vector<double> rank_gpu_energy_j;  // by global rank (0: a GPU two ranks share)
 
-  // This rank's part, zeros elsewhere; a node's energy comes only from its local master.
-  static std::vector<double> contribution(const RankInfo& ranks, double elapsed_s,
-                                          double node_energy_j);
+  struct Part {
+    double elapsed_s = 0;
+    double own_s = 0;
+    double node_energy_j = 0;             // local masters only
+    std::vector<std::pair<int, double>> gpu_energy_j;  // local masters: (its rank, energy)
+  };
+  // This rank's part, zeros elsewhere.
+  static std::vector<double> contribution(const RankInfo& ranks, const Part& part);
   static WindowMessage decode(std::span<const double> v, int world_size);
 };
+
+// 1d/5. All-reduced: one value per global rank, each filled by that rank or its node's local
+// master (the GPUs' idle power at construction; each rank's own time at a drift check).
+std::vector<double> per_rank_slots(const RankInfo& ranks);
 
 // 3a. All-reduced: [train_s x W, eval_s x W, train_j, eval_j, master's limit_mw].
 struct EpochMessage {

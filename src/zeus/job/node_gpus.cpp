@@ -51,6 +51,7 @@ NodeGpus::NodeGpus(const ResolvedJobOptions& options, Collectives& collectives,
     : o_(options), ranks_(collectives.ranks()) {
   if (o_.device.rfind("sim:", 0) == 0) {
     agree(collectives, "opening the simulated GPUs", [&] { open_simulated(); });
+    map_simulated_ranks(collectives);
     return;
   }
   if (!is_machine(o_.device)) {
@@ -119,6 +120,25 @@ void NodeGpus::open_simulated() {
   take_node_gpus({}, {});
 }
 
+// Local rank i trains on simulated GPU i: the local master learns each one's global rank.
+void NodeGpus::map_simulated_ranks(Collectives& collectives) {
+  const auto w = static_cast<size_t>(ranks_.world_size);
+  std::vector<double> slots(2 * w, 0.0);
+  slots[2 * static_cast<size_t>(ranks_.rank)] = ranks_.node_rank + 1;
+  slots[2 * static_cast<size_t>(ranks_.rank) + 1] = ranks_.local_rank;
+  collectives.all_reduce_sum(slots);
+  if (!owns_gpus()) {
+    return;
+  }
+  owned_ranks_.assign(owned_.size(), -1);
+  for (size_t r = 0; r < w; ++r) {
+    const auto local = static_cast<size_t>(slots[2 * r + 1]);
+    if (static_cast<int>(slots[2 * r]) - 1 == ranks_.node_rank && local < owned_ranks_.size()) {
+      owned_ranks_[local] = static_cast<int>(r);
+    }
+  }
+}
+
 int NodeGpus::resolve_rank_gpu(const RankDevice& device) {
   const auto machine =
       device::open_gpu_set(o_.device, {.respect_visible_devices = false, .zeusd_from_env = false});
@@ -179,6 +199,10 @@ void NodeGpus::take_node_gpus(const std::vector<int>& gpu_of_rank, const std::ve
     auto gpus = device::open_gpu_set(o_.device, {.machine_indices = indices});
     for (int g = 0; g < gpus->count(); ++g) {
       owned_.push_back(g);
+      const auto users = std::count(gpu_of_rank.begin(), gpu_of_rank.end(), indices[g]);
+      const auto first = std::find(gpu_of_rank.begin(), gpu_of_rank.end(), indices[g]);
+      owned_ranks_.push_back(users == 1 ? ranks[static_cast<size_t>(first - gpu_of_rank.begin())]
+                                        : -1);
       logger().info("node {} owns GPU {} ({}, {}, machine index {}) for its ranks",
                     ranks_.node_rank, g, gpus->uuid(g), gpus->name(g), gpus->machine_index(g));
     }
@@ -189,6 +213,10 @@ void NodeGpus::take_node_gpus(const std::vector<int>& gpu_of_rank, const std::ve
           ranks_.node_rank, through);
     }
     gpus_ = std::move(gpus);
+  }
+  for (int g : owned_) {
+    idle_power_w_.push_back(sim_ != nullptr ? sim_->idle_power_w(g)
+                                            : mw_to_w(gpus_->power_mw(g)));
   }
   range_ = gpus_->power_limit_constraints_mw(owned_.front());
   for (int g : owned_) {

@@ -57,6 +57,11 @@ class NodeGpus {
   device::GpuSet* gpu_set() { return owns_gpus() ? gpus_.get() : nullptr; }
   const std::vector<int>& owned() const { return owned_; }
   const RankInfo& ranks() const { return ranks_; }
+  // Local master: the global rank that trains on each owned GPU (owned()'s order), -1 for a GPU
+  // two ranks share; and what each draws idle, W (the simulator's model; a real GPU's reading
+  // when the job opened it, before training: what it draws while it waits at the sync).
+  const std::vector<int>& owned_ranks() const { return owned_ranks_; }
+  const std::vector<double>& idle_power_w() const { return idle_power_w_; }
 
   // Simulated GPUs (one per local rank; every rank holds them, for its clock): null on real GPUs.
   bool simulated() const { return sim_ != nullptr; }
@@ -64,6 +69,7 @@ class NodeGpus {
 
  private:
   void open_simulated();
+  void map_simulated_ranks(Collectives& collectives);
   int resolve_rank_gpu(const RankDevice& device);
   void take_node_gpus(const std::vector<int>& machine_indices, const std::vector<int>& ranks);
 
@@ -72,6 +78,8 @@ class NodeGpus {
   std::unique_ptr<device::GpuSet> gpus_;
   device::sim::SimGpuSet* sim_ = nullptr;
   std::vector<int> owned_;  // indices into gpus_
+  std::vector<int> owned_ranks_;
+  std::vector<double> idle_power_w_;
   PowerLimitRange range_;
 };
 

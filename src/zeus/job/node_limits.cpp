@@ -48,6 +48,21 @@ void NodeLimits::set_power_limit_mw(int64_t limit_mw) {
   }
 }
 
+void NodeLimits::set_power_limits_mw(std::span<const int64_t> by_rank) {
+  ZEUS_ASSERT(!measure_only_, "per-GPU power limits set in measure-only mode");
+  if (!guard_) {
+    return;
+  }
+  const auto& owned = gpus_.owned();
+  const auto& ranks = gpus_.owned_ranks();
+  for (size_t k = 0; k < owned.size(); ++k) {
+    const int r = ranks[k];
+    ZEUS_ASSERT(r >= 0 && static_cast<size_t>(r) < by_rank.size(),
+                "GPU {} has no rank of its own among {} limits", owned[k], by_rank.size());
+    guard_->set_power_limit_mw(owned[k], by_rank[static_cast<size_t>(r)]);
+  }
+}
+
 void NodeLimits::restore() {
   if (guard_) {
     guard_->restore();

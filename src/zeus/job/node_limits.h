@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "zeus/job/job_options.h"
 #include "zeus/job/node_gpus.h"
@@ -29,6 +30,9 @@ class NodeLimits {
   // Every owned GPU to `limit_mw`, through the guard and its journal. Never called in
   // measure-only mode (a bug if it is); a no-op off the local master.
   void set_power_limit_mw(int64_t limit_mw);
+  // Each owned GPU to the limit of the rank that trains on it (`by_rank`: one per global rank;
+  // NodeGpus::owned_ranks()). Same rules as set_power_limit_mw().
+  void set_power_limits_mw(std::span<const int64_t> by_rank);
   // Puts the original limits back (measure-only, or off the local master: nothing to do).
   void restore();
 

@@ -42,6 +42,10 @@ double NodeMeter::end_window(const char* name) {
   return energy_ ? energy_->end_window(name).total_energy_j() : 0.0;
 }
 
+std::vector<double> NodeMeter::end_window_per_gpu(const char* name) {
+  return energy_ ? energy_->end_window(name).gpu_energy_j : std::vector<double>{};
+}
+
 void NodeMeter::start_epoch_log(int epoch) {
   if (!gpus_.owns_gpus()) {
     return;

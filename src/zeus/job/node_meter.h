@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "zeus/job/job_options.h"
 #include "zeus/job/node_gpus.h"
@@ -33,6 +34,8 @@ class NodeMeter {
   void begin_window(const char* name);
   // The owned GPUs' energy over the window, J (0 off the local master).
   double end_window(const char* name);
+  // The same, GPU by GPU in NodeGpus::owned()'s order (empty off the local master).
+  std::vector<double> end_window_per_gpu(const char* name);
   // Samples the owned GPUs' power into bs{B}+e{E}+gpu{g}.power.log until stop_epoch_log().
   void start_epoch_log(int epoch);
   void stop_epoch_log();

@@ -10,7 +10,8 @@
 
 namespace zeus::job {
 
-// Two broadcasts from rank 0: ProfileHeader, then ProfileMessage (messages.h).
+// Four broadcasts from rank 0: ProfileHeader, ProfileMessage, then the per-GPU curves' header
+// and body (messages.h).
 std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& o,
                                                              Collectives& collectives) {
   const RankInfo ranks = collectives.ranks();
@@ -36,7 +37,18 @@ std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOp
   std::vector<double> body = profile ? ProfileMessage::encode(*profile)
                                      : std::vector<double>(ProfileMessage::size(*header.limits));
   collectives.broadcast(body, 0);
-  return ProfileMessage::decode(body, *header.limits, o.global_batch_size);
+  optimize::PowerProfile shared = ProfileMessage::decode(body, *header.limits, o.global_batch_size);
+  std::vector<double> curves_head = profile ? CurvesMessage::header(profile->per_gpu)
+                                            : std::vector<double>(CurvesMessage::kHeaderSize);
+  collectives.broadcast(curves_head, 0);
+  std::vector<double> curves = profile ? CurvesMessage::encode(profile->per_gpu)
+                                       : std::vector<double>(CurvesMessage::size(curves_head));
+  collectives.broadcast(curves, 0);
+  shared.per_gpu = CurvesMessage::decode(curves_head, curves);
+  if (profile) {
+    shared.optimal_per_gpu_mw = profile->optimal_per_gpu_mw;  // the master's, for its log
+  }
+  return shared;
 }
 
 }  // namespace zeus::job

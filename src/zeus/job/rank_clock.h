@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "zeus/job/node_gpus.h"
 
@@ -26,19 +27,32 @@ struct ClockReading {
 //    settle, and its device works (`busy`, inside a train or eval loop) or idles from now on.
 //  - now() after that barrier, so that every rank's reading of a window's edge is taken at the
 //    same moment.
+//  - own_time() after settle(): the time the rank's device spent on its own steps so far, not
+//    counting waits at the gradient sync for slower ranks; differences of it are what a span of
+//    steps costs this rank alone (the per-GPU planner's step time).
+//  - device_clock()/wait_until(): a simulated device's virtual clock, and idling it until the
+//    slowest rank's (the gradient sync's wait, Note [the rank clock]); the machine's clocks
+//    have none: their waits are real.
 class RankClock {
  public:
   virtual ~RankClock() = default;
   virtual void settle(int64_t steps, bool busy) = 0;
   virtual ClockReading now() = 0;
+  virtual std::chrono::nanoseconds own_time() = 0;
+  virtual std::optional<std::chrono::nanoseconds> device_clock() { return std::nullopt; }
+  virtual void wait_until(std::chrono::nanoseconds /*t*/) {}
 };
 
 // The machine's clocks (steady and system), read at the same instant; settle() has nothing to
-// do (the device's own synchronize waited for its work).
+// do (the device's own synchronize waited for its work). Its own time is the steady clock less
+// the waits zeus::distributed::GradientSync counted (common/sync_wait.h): on CUDA each sync first
+// waits for the rank's compute stream, so the wait holds only the time spent on the slower
+// ranks and the transfer.
 class MachineClock final : public RankClock {
  public:
   void settle(int64_t /*steps*/, bool /*busy*/) override {}
   ClockReading now() override;
+  std::chrono::nanoseconds own_time() override;
 };
 
 // The clock for what a rank trains on: the simulated GPU's when it is simulated (its steps are

@@ -20,25 +20,6 @@
 
 namespace zeus::optimize {
 
-// One GPU at one limit: its own time for a unit of work (no wait at the sync) and its busy power.
-struct GpuLimitPoint {
-  int64_t limit_mw = 0;
-  double time_s = 0;
-  double power_w = 0;
-
-  bool operator==(const GpuLimitPoint&) const = default;
-};
-
-// One GPU's curve: the limits profiled for it (any order, distinct, at least one), its power
-// while it waits at the sync, and its maximum settable limit (for MAXPOWER).
-struct GpuCurve {
-  std::vector<GpuLimitPoint> points;
-  double idle_power_w = 0;
-  int64_t max_limit_mw = 0;
-
-  bool operator==(const GpuCurve&) const = default;
-};
-
 // A limit per GPU (in the curves' order) and what the model says it does per unit of work.
 struct PlanOutcome {
   std::vector<int64_t> limits_mw;

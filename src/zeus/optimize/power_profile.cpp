@@ -100,6 +100,44 @@ int64_t key_to_mw(const std::string& key, std::string_view source) {
   return w_to_mw(*w);
 }
 
+// The data-parallel part: each GPU's curve and the plan, one limit per curve.
+void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile& p) {
+  const auto positive = [&](double v, std::string_view what, size_t gpu) {
+    if (!(v > 0) || !std::isfinite(v) || v > kMaxWatts) {
+      throw ConfigError(
+          fmt::format("{}: per_gpu[{}] has {} {}; it must be positive", source, gpu, what, v));
+    }
+    return v;
+  };
+  for (const auto& c : j.at("per_gpu")) {
+    const size_t g = p.per_gpu.size();
+    GpuCurve curve;
+    curve.idle_power_w = c.at("idle_power").get<double>();
+    if (!(curve.idle_power_w >= 0) || !std::isfinite(curve.idle_power_w)) {
+      throw ConfigError(fmt::format("{}: per_gpu[{}] has idle power {} W", source, g,
+                                    curve.idle_power_w));
+    }
+    curve.max_limit_mw = w_to_mw(positive(c.at("max_pl").get<double>(), "max_pl", g));
+    const auto& power = c.at("power");
+    for (const auto& [key, value] : c.at("time_per_iteration").items()) {
+      curve.points.push_back({key_to_mw(key, source),
+                              positive(value.get<double>(), "time per iteration", g),
+                              positive(power.at(key).get<double>(), "power", g)});
+    }
+    if (curve.points.empty()) {
+      throw ConfigError(fmt::format("{}: per_gpu[{}] has no measured limit", source, g));
+    }
+    p.per_gpu.push_back(std::move(curve));
+  }
+  for (const auto& w : j.at("optimal_pl_per_gpu")) {
+    p.optimal_per_gpu_mw.push_back(w_to_mw(positive(w.get<double>(), "optimal limit", 0)));
+  }
+  if (p.optimal_per_gpu_mw.size() != p.per_gpu.size()) {
+    throw ConfigError(fmt::format("{}: optimal_pl_per_gpu has {} limits for {} GPU curves", source,
+                                  p.optimal_per_gpu_mw.size(), p.per_gpu.size()));
+  }
+}
+
 }  // namespace
 
 std::string to_json(const PowerProfile& profile) {
@@ -119,6 +157,27 @@ std::string to_json(const PowerProfile& profile) {
     j["eval_throughput"][watts_key(profile.optimal_power_limit_mw)] = *profile.eval_throughput_ips;
   }
   j["optimal_pl"] = mw_to_w(profile.optimal_power_limit_mw);
+  if (!profile.per_gpu.empty()) {
+    nlohmann::json curves = nlohmann::json::array();
+    for (const auto& c : profile.per_gpu) {
+      nlohmann::json time = nlohmann::json::object();
+      nlohmann::json power = nlohmann::json::object();
+      for (const auto& p : c.points) {
+        time[watts_key(p.limit_mw)] = p.time_s;
+        power[watts_key(p.limit_mw)] = p.power_w;
+      }
+      curves.push_back({{"time_per_iteration", time},
+                        {"power", power},
+                        {"idle_power", c.idle_power_w},
+                        {"max_pl", mw_to_w(c.max_limit_mw)}});
+    }
+    j["per_gpu"] = curves;
+    nlohmann::json plan = nlohmann::json::array();
+    for (int64_t mw : profile.optimal_per_gpu_mw) {
+      plan.push_back(mw_to_w(mw));
+    }
+    j["optimal_pl_per_gpu"] = plan;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -162,6 +221,9 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
     if (j.contains("eval_power") && j["eval_power"].contains(opt_key)) {
       p.eval_power_w = j["eval_power"][opt_key].get<double>();
       p.eval_throughput_ips = j.at("eval_throughput").at(opt_key).get<double>();
+    }
+    if (j.contains("per_gpu")) {
+      read_per_gpu(j, source, p);
     }
     return p;
   } catch (const nlohmann::json::exception& e) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "zeus/optimize/cost.h"
 
@@ -40,6 +41,26 @@ SelectorOptions parse_selector(std::string_view text);
 int64_t select_power_limit(std::span<const LimitMeasurement> measurements, const CostModel& cost,
                            const SelectorOptions& options);
 
+// One GPU at one limit: its own time for a unit of work (no wait at the gradient sync) and its
+// busy power.
+struct GpuLimitPoint {
+  int64_t limit_mw = 0;
+  double time_s = 0;
+  double power_w = 0;
+
+  bool operator==(const GpuLimitPoint&) const = default;
+};
+
+// One GPU's curve (per_gpu_plan.h): the limits profiled for it (any order, distinct, at least
+// one), its power while it waits at the sync, and its maximum settable limit (for MAXPOWER).
+struct GpuCurve {
+  std::vector<GpuLimitPoint> points;
+  double idle_power_w = 0;
+  int64_t max_limit_mw = 0;
+
+  bool operator==(const GpuCurve&) const = default;
+};
+
 // The result of profiling one global batch size.
 struct PowerProfile {
   int64_t global_batch_size = 0;
@@ -48,6 +69,11 @@ struct PowerProfile {
   int64_t optimal_power_limit_mw = 0;
   std::optional<double> eval_throughput_ips;  // at the optimal limit
   std::optional<double> eval_power_w;
+  // zeus-cpp's, for data-parallel jobs: each GPU's own curve (time per iteration without the
+  // wait at the gradient sync), in global rank order, and the per-GPU plan made from them.
+  // Empty when the job planned one limit (or ran on one GPU).
+  std::vector<GpuCurve> per_gpu;
+  std::vector<int64_t> optimal_per_gpu_mw;
 };
 
 std::string to_json(const PowerProfile& profile);

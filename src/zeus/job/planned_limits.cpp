@@ -1,0 +1,164 @@
+#include "zeus/job/planned_limits.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "zeus/common/logging.h"
+#include "zeus/common/units.h"
+
+namespace zeus::job {
+
+namespace {
+
+std::vector<double> watts(const std::vector<int64_t>& limits_mw) {
+  std::vector<double> out;
+  for (int64_t mw : limits_mw) {
+    out.push_back(mw_to_w(mw));
+  }
+  return out;
+}
+
+}  // namespace
+
+// [idle_w x W, 1 x W]: each GPU's idle power at its rank, and which ranks have a GPU of their
+// own (a shared GPU cannot take two limits).
+std::unique_ptr<PlannedLimits> PlannedLimits::make(const ResolvedJobOptions& options,
+                                                   Collectives& collectives, const NodeGpus& gpus,
+                                                   PowerLimitRange range) {
+  const RankInfo ranks = collectives.ranks();
+  const auto w = static_cast<size_t>(ranks.world_size);
+  std::vector<double> slots(2 * w, 0.0);
+  if (gpus.ranks().is_local_master() && gpus.owns_gpus()) {
+    for (size_t k = 0; k < gpus.owned_ranks().size(); ++k) {
+      const int r = gpus.owned_ranks()[k];
+      if (r >= 0 && static_cast<size_t>(r) < w) {
+        slots[static_cast<size_t>(r)] = gpus.idle_power_w()[k];
+        slots[w + static_cast<size_t>(r)] = 1;
+      }
+    }
+  }
+  collectives.all_reduce_sum(slots);
+  std::vector<int> without;
+  for (size_t r = 0; r < w; ++r) {
+    if (slots[w + r] != 1) {
+      without.push_back(static_cast<int>(r));
+    }
+  }
+  if (!without.empty()) {
+    if (ranks.is_master()) {
+      logger().warn(
+          "per-GPU power limits need one GPU per rank, and rank(s) {} have none of their own; "
+          "the job plans one limit for all (Zeus's)",
+          fmt::join(without, ","));
+    }
+    return nullptr;
+  }
+  std::vector<double> idle(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(w));
+  return std::unique_ptr<PlannedLimits>(
+      new PlannedLimits(collectives, std::move(idle), range, options));
+}
+
+PlannedLimits::PlannedLimits(Collectives& collectives, std::vector<double> idle_w,
+                             PowerLimitRange range, const ResolvedJobOptions& options)
+    : coll_(collectives),
+      ranks_(collectives.ranks()),
+      plan_(std::move(idle_w), std::vector<int64_t>(static_cast<size_t>(ranks_.world_size),
+                                                     range.max_mw),
+            {.eta = options.eta, .selector = options.selector}) {}
+
+void PlannedLimits::add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window) {
+  plan_.add_window(limit_mw, iterations, window.max_elapsed_s, window.own_s,
+                   window.rank_gpu_energy_j);
+}
+
+bool PlannedLimits::load(const optimize::PowerProfile& saved) {
+  if (saved.per_gpu.size() != static_cast<size_t>(ranks_.world_size)) {
+    return false;
+  }
+  plan_.load(saved.per_gpu);
+  return true;
+}
+
+const std::vector<int64_t>& PlannedLimits::make_plan(int epoch) {
+  const optimize::PlanOutcome& p = plan_.plan();
+  planned_ = true;
+  first_plan_mw_ = p.limits_mw;
+  if (ranks_.is_master()) {
+    const auto& one = plan_.single();
+    logger().info(
+        "epoch {}: per-GPU power limits [{}] W (by rank){}", epoch + 1,
+        fmt::join(watts(p.limits_mw), ", "),
+        one ? fmt::format("; Zeus's one limit would be {} W: the plan saves {:.1f}% energy and "
+                          "{:.1f}% time per step by the profile",
+                          mw_to_w(one->limits_mw.front()),
+                          100 * (1 - p.energy_j / one->energy_j), 100 * (1 - p.time_s / one->time_s))
+            : std::string("; these GPUs share no limit for Zeus's one"));
+  }
+  return plan_.limits_mw();
+}
+
+void PlannedLimits::start_span(std::chrono::nanoseconds own_now) {
+  span_from_ = own_now;
+  span_steps_ = 0;
+}
+
+bool PlannedLimits::step() {
+  if (!planned_) {
+    return false;
+  }
+  ++steps_;
+  ++span_steps_;
+  // The plan's own estimate per step: what one limit would have cost these GPUs at their pace.
+  if (const auto& one = plan_.single()) {
+    saving_j_ += one->energy_j - plan_.outcome().energy_j;
+    saving_s_ += one->time_s - plan_.outcome().time_s;
+  }
+  return span_steps_ >= kDriftCheckSteps;
+}
+
+std::optional<std::vector<int64_t>> PlannedLimits::check(std::chrono::nanoseconds own_now,
+                                                         int epoch) {
+  std::vector<double> own = per_rank_slots(ranks_);
+  own[static_cast<size_t>(ranks_.rank)] = to_seconds(own_now - span_from_);
+  coll_.all_reduce_sum(own);
+  const int64_t steps = span_steps_;
+  start_span(own_now);
+  const std::vector<int64_t> before = plan_.limits_mw();
+  const auto reason = plan_.observe(steps, own);
+  if (!reason) {
+    return std::nullopt;
+  }
+  replans_.push_back({epoch, steps_, *reason, plan_.limits_mw()});
+  if (ranks_.is_master()) {
+    logger().info("epoch {}, step {}: {}; per-GPU limits [{}] W (were [{}] W), not profiled again",
+                  epoch + 1, steps_, *reason, fmt::join(watts(plan_.limits_mw()), ", "),
+                  fmt::join(watts(before), ", "));
+  }
+  if (plan_.limits_mw() == before) {
+    return std::nullopt;
+  }
+  return plan_.limits_mw();
+}
+
+void PlannedLimits::fill(contract::TrainResult& result) const {
+  if (!planned_) {
+    return;
+  }
+  result.power_limit_plan = "per_gpu";
+  result.power_limits_mw = plan_.limits_mw();
+  result.estimated_plan_energy_saving_j = saving_j_;
+  result.estimated_plan_time_saving_s = saving_s_;
+  result.replans = replans_;
+}
+
+void PlannedLimits::fill(optimize::PowerProfile& profile) const {
+  if (!planned_) {
+    return;
+  }
+  profile.per_gpu = plan_.curves();
+  profile.optimal_per_gpu_mw = first_plan_mw_;
+}
+
+}  // namespace zeus::job

@@ -1,0 +1,75 @@
+// A data-parallel job's per-GPU power limits inside an EnergyJob: the exchanges they need (each
+// GPU's idle power at the start, each rank's own step time at the drift checks), the plan made
+// from the profiling windows (gpu_plan.h), its re-plans, and what it saved against Zeus's one
+// limit, for the train result and the profile file. The job carries out the limits it returns at
+// its sync points.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "zeus/common/power.h"
+#include "zeus/contract/train_result.h"
+#include "zeus/job/collectives.h"
+#include "zeus/job/gpu_plan.h"
+#include "zeus/job/job_options.h"
+#include "zeus/job/messages.h"
+#include "zeus/job/node_gpus.h"
+#include "zeus/optimize/power_profile.h"
+
+namespace zeus::job {
+
+// Train steps between two checks of the GPUs' pace once the plan is set (Note [following a
+// GPU's pace], gpu_plan.cpp): a changed pace is acted on at the second check that sees it.
+inline constexpr int64_t kDriftCheckSteps = 100;
+
+// Contract: every rank makes it and calls it at the same steps (its collectives match).
+class PlannedLimits {
+ public:
+  // Collective, on every rank of a job that plans per GPU (several ranks, limits it may change).
+  // Null on every rank when a GPU is shared by two ranks (the master says so once): the job then
+  // plans Zeus's one limit.
+  static std::unique_ptr<PlannedLimits> make(const ResolvedJobOptions& options,
+                                             Collectives& collectives, const NodeGpus& gpus,
+                                             PowerLimitRange range);
+
+  // A profiling window closed at `limit_mw` (every GPU at it) after `iterations` steps.
+  void add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window);
+  // The saved profile's curves, when they are this job's (as many GPUs); false otherwise.
+  bool load(const optimize::PowerProfile& saved);
+  // Makes the plan and says so (master); returns each rank's limit.
+  const std::vector<int64_t>& make_plan(int epoch);
+  bool planned() const { return planned_; }
+
+  // A train loop began at the sync point where this rank's own time was `own_now`.
+  void start_span(std::chrono::nanoseconds own_now);
+  // Counts a train step run at the plan; true when a drift check is due.
+  bool step();
+  // Collective, at a sync point (own_now: this rank's own time there): the ranks' own times since
+  // the span began. Returns the new limits when the plan changed.
+  std::optional<std::vector<int64_t>> check(std::chrono::nanoseconds own_now, int epoch);
+
+  void fill(contract::TrainResult& result) const;
+  void fill(optimize::PowerProfile& profile) const;
+
+ private:
+  PlannedLimits(Collectives& collectives, std::vector<double> idle_w, PowerLimitRange range,
+                const ResolvedJobOptions& options);
+
+  Collectives& coll_;
+  RankInfo ranks_;
+  GpuPlan plan_;
+  bool planned_ = false;
+  std::vector<int64_t> first_plan_mw_;  // what profiling chose (the profile file keeps it)
+  std::chrono::nanoseconds span_from_{0};
+  int64_t span_steps_ = 0;
+  int64_t steps_ = 0;  // train steps at the plan, all epochs
+  double saving_j_ = 0;
+  double saving_s_ = 0;
+  std::vector<contract::ReplanRecord> replans_;
+};
+
+}  // namespace zeus::job
