@@ -88,12 +88,7 @@ class EnergyJob::Impl {
       }
     });
     if (o_.measure_only) {
-      if (ranks_.is_master()) {
-        logger().info(
-            "measure-only: the GPUs stay at their limit ({} W); each epoch's energy and time are "
-            "measured, nothing is profiled and no limit is set",
-            mw_to_w(current_limit_mw_));
-      }
+      announce_profiling(o_, ranks_, nullptr, false, current_limit_mw_);
       return;
     }
     optimize::ProfilerOptions popts;
@@ -117,20 +112,7 @@ class EnergyJob::Impl {
       }
       profile_loaded_ = true;
     }
-    if (ranks_.is_master()) {
-      if (profile_loaded_) {
-        logger().info(
-            "loaded {}: optimal limit {} W; profiling skipped (delete the file to profile again)",
-            contract::power_profile_path(o_.log_dir, o_.global_batch_size).string(),
-            mw_to_w(*profiler_->optimal_limit_mw()));
-      } else {
-        logger().info(
-            "will profile {} power limits ({}..{} W), {} warmup + {} profiling iterations each, "
-            "global batch size {} on {} rank(s)",
-            profiler_->candidates_mw().size(), mw_to_w(range_.max_mw), mw_to_w(range_.min_mw),
-            o_.warmup_iters, o_.profile_iters, o_.global_batch_size, ranks_.world_size);
-      }
-    }
+    announce_profiling(o_, ranks_, profiler_.get(), profile_loaded_, current_limit_mw_);
   }
 
   // --- carrying out what the profiler decided (on every rank at the same step) ---
@@ -168,16 +150,10 @@ class EnergyJob::Impl {
   void apply(const pa::EndWindow&) {
     const bool train_window = !profiler_->done();  // not the eval one at the optimum
     const ClockReading end = align();
-    WindowMessage::Part part{to_seconds(end.monotonic - window_begin_.monotonic),
-                             to_seconds(own_at_align_ - window_own_begin_)};
-    const std::vector<double> gpu_j = meter_->end_window_per_gpu("profile");
-    for (size_t k = 0; k < gpu_j.size(); ++k) {
-      part.node_energy_j += gpu_j[k];
-      if (k < gpus_->owned_ranks().size()) {
-        part.gpu_energy_j.emplace_back(gpus_->owned_ranks()[k], gpu_j[k]);
-      }
-    }
-    std::vector<double> v = WindowMessage::contribution(ranks_, part);
+    std::vector<double> v = WindowMessage::contribution(
+        ranks_, WindowMessage::gather(to_seconds(end.monotonic - window_begin_.monotonic),
+                                      to_seconds(own_at_align_ - window_own_begin_),
+                                      meter_->end_window_per_gpu("profile"), gpus_->owned_ranks()));
     coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
     const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
     if (train_window) {
@@ -525,63 +501,35 @@ class EnergyJob::Impl {
     if (!metrics_) {
       return;
     }
-    JobState s;
-    s.epochs_done = epoch_ + 1;
-    s.energy_j = core_->total_energy_j();
-    s.time_s = core_->total_time_s();
-    s.cost = core_->cost().cost(s.energy_j, s.time_s);
-    s.power_limit_mw = current_limit_mw_;
-    s.optimal_power_limit_mw = profiler_ ? profiler_->optimal_limit_mw() : std::nullopt;
-    s.max_power_limit_mw = range_.max_mw;
-    s.phase = !profiler_          ? JobState::Phase::kMeasureOnly
-              : profiler_->done() ? JobState::Phase::kOptimal
-                                  : JobState::Phase::kProfiling;
-    if (decision != nullptr && decision->forecast.predicted_cost > 0) {
-      s.next_epoch_cost = decision->forecast.predicted_cost;
-    }
-    s.cost_threshold = o_.cost_threshold;
-    s.finished = decision == nullptr;
+    const auto next = decision != nullptr && decision->forecast.predicted_cost > 0
+                          ? std::optional(decision->forecast.predicted_cost)
+                          : std::nullopt;
+    const JobState s = job_state(*core_, profiler_.get(), epoch_ + 1, current_limit_mw_,
+                                 range_.max_mw, next, o_.cost_threshold, decision == nullptr);
     metrics_->push(s);
   }
 
   void draw_progress(std::string_view split, const LoopTally& loop) {
     progress_.step(
         epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
-        [&] { return meter_->power_w(); }, [&] { return phase_text(); });
-  }
-
-  std::string phase_text() const {
-    const double w = mw_to_w(current_limit_mw_);
-    if (!profiler_) {
-      return fmt::format("measure-only, at {} W", w);
-    }
-    const auto& state = profiler_->state();
-    if (std::holds_alternative<ps::Warmup>(state)) {
-      return fmt::format("warmup {} W", w);
-    }
-    if (std::holds_alternative<ps::Profiling>(state)) {
-      return fmt::format("profiling {} W", w);
-    }
-    if (std::holds_alternative<ps::Ready>(state)) {
-      return fmt::format("profiling (next limit) {} W", w);
-    }
-    return fmt::format("{} {} W", o_.observer_mode ? "observer, at" : "optimal", w);
+        [&] { return meter_->power_w(); },
+        [&] { return phase_text(profiler_.get(), current_limit_mw_, o_.observer_mode); });
   }
 
   ResolvedJobOptions o_;
   Collectives& coll_;
   RankInfo ranks_;
   RankDevice device_;
-  std::unique_ptr<NodeGpus> gpus_;       // which GPUs
-  std::unique_ptr<NodeLimits> limits_;   // their limits and journal
-  std::unique_ptr<NodeMeter> meter_;     // their energy windows and power logs
-  std::unique_ptr<RankClock> clock_;     // injected, or its simulated GPU's, or the machine's
-  int64_t steps_unsettled_ = 0;          // steps since the clock's last settle
-  std::chrono::nanoseconds own_at_align_{0};      // the rank's own time at the last sync point
+  std::unique_ptr<NodeGpus> gpus_;            // which GPUs
+  std::unique_ptr<NodeLimits> limits_;        // their limits and journal
+  std::unique_ptr<NodeMeter> meter_;          // their energy windows and power logs
+  std::unique_ptr<RankClock> clock_;          // injected, or its simulated GPU's, or the machine's
+  int64_t steps_unsettled_ = 0;               // steps since the clock's last settle
+  std::chrono::nanoseconds own_at_align_{0};  // the rank's own time at the last sync point
   std::chrono::nanoseconds window_own_begin_{0};  // ... at the open window's start
   std::unique_ptr<PlannedLimits> planned_;        // data-parallel per-GPU limits; null: one
-  PowerLimitRange range_;                // the global master's GPUs'
-  std::optional<JobCore> core_;          // the ledger and the decisions
+  PowerLimitRange range_;                         // the global master's GPUs'
+  std::optional<JobCore> core_;                   // the ledger and the decisions
   std::unique_ptr<JobMetrics> metrics_;  // the master's pushes, when there is a Pushgateway
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   std::unique_ptr<BatchSizeTrial> trial_;  // the global master's, with a batch-size service

@@ -5,6 +5,26 @@
 
 namespace zeus::job {
 
+JobState job_state(const JobCore& core, const optimize::PowerLimitProfiler* profiler,
+                   int epochs_done, int64_t limit_mw, int64_t max_limit_mw,
+                   std::optional<double> next_epoch_cost, double cost_threshold, bool finished) {
+  JobState s;
+  s.epochs_done = epochs_done;
+  s.energy_j = core.total_energy_j();
+  s.time_s = core.total_time_s();
+  s.cost = core.cost().cost(s.energy_j, s.time_s);
+  s.power_limit_mw = limit_mw;
+  s.optimal_power_limit_mw = profiler != nullptr ? profiler->optimal_limit_mw() : std::nullopt;
+  s.max_power_limit_mw = max_limit_mw;
+  s.phase = profiler == nullptr ? JobState::Phase::kMeasureOnly
+            : profiler->done()  ? JobState::Phase::kOptimal
+                                : JobState::Phase::kProfiling;
+  s.next_epoch_cost = next_epoch_cost;
+  s.cost_threshold = cost_threshold;
+  s.finished = finished;
+  return s;
+}
+
 using metrics::Family;
 using metrics::MetricType;
 

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "zeus/job/job_core.h"
 #include "zeus/metrics/exposition.h"
+#include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus::metrics {
 class Pusher;
@@ -32,6 +34,11 @@ struct JobState {
   double cost_threshold = 0;              // +Inf: none
   bool finished = false;
 };
+
+// The state from the job's ledger and its profiler (null: measure-only).
+JobState job_state(const JobCore& core, const optimize::PowerLimitProfiler* profiler,
+                   int epochs_done, int64_t limit_mw, int64_t max_limit_mw,
+                   std::optional<double> next_epoch_cost, double cost_threshold, bool finished);
 
 // The families, every one declared (`zeus_job_phase` has one series per phase, 1 for the
 // current one).

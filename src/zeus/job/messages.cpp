@@ -49,6 +49,19 @@ GrantMessage GrantMessage::decode(std::span<const double> v) {
   return m;
 }
 
+WindowMessage::Part WindowMessage::gather(double elapsed_s, double own_s,
+                                          std::span<const double> gpu_j,
+                                          std::span<const int> gpu_ranks) {
+  Part part{elapsed_s, own_s};
+  for (size_t k = 0; k < gpu_j.size(); ++k) {
+    part.node_energy_j += gpu_j[k];
+    if (k < gpu_ranks.size()) {
+      part.gpu_energy_j.emplace_back(gpu_ranks[k], gpu_j[k]);
+    }
+  }
+  return part;
+}
+
 std::vector<double> WindowMessage::contribution(const RankInfo& ranks, const Part& part) {
   const auto w = static_cast<size_t>(ranks.world_size);
   std::vector<double> v(3 * w + 1, 0.0);

@@ -95,17 +95,21 @@ struct GrantMessage {
 // own_s of rank 0 .. W-1 (its steps without the waits at the sync), energy_j of the GPU of rank
 // 0 .. W-1 (its node's local master fills it)].
 struct WindowMessage {
-  double max_elapsed_s = 0;  // the window's time: its slowest rank's
-  double energy_j = 0;       // the job's: all nodes'
-  std::vector<double> own_s;            // by global rank
+  double max_elapsed_s = 0;               // the window's time: its slowest rank's
+  double energy_j = 0;                    // the job's: all nodes'
+  std::vector<double> own_s;              // by global rank
   std::vector<double> rank_gpu_energy_j;  // by global rank (0: a GPU two ranks share)
 
   struct Part {
     double elapsed_s = 0;
     double own_s = 0;
-    double node_energy_j = 0;             // local masters only
+    double node_energy_j = 0;                          // local masters only
     std::vector<std::pair<int, double>> gpu_energy_j;  // local masters: (its rank, energy)
   };
+  // The part of a rank whose node's GPUs (local master: `gpu_j`, in the order of `gpu_ranks`, the
+  // rank on each; elsewhere empty) used that energy.
+  static Part gather(double elapsed_s, double own_s, std::span<const double> gpu_j,
+                     std::span<const int> gpu_ranks);
   // This rank's part, zeros elsewhere.
   static std::vector<double> contribution(const RankInfo& ranks, const Part& part);
   static WindowMessage decode(std::span<const double> v, int world_size);

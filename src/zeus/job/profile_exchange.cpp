@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
+#include "zeus/common/power.h"
 #include "zeus/contract/run_files.h"
 #include "zeus/job/messages.h"
 
@@ -49,6 +51,32 @@ std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOp
     shared.optimal_per_gpu_mw = profile->optimal_per_gpu_mw;  // the master's, for its log
   }
   return shared;
+}
+
+void announce_profiling(const ResolvedJobOptions& o, const RankInfo& ranks,
+                        const optimize::PowerLimitProfiler* profiler, bool loaded,
+                        int64_t current_limit_mw) {
+  if (!ranks.is_master()) {
+    return;
+  }
+  if (profiler == nullptr) {
+    logger().info(
+        "measure-only: the GPUs stay at their limit ({} W); each epoch's energy and time are "
+        "measured, nothing is profiled and no limit is set",
+        mw_to_w(current_limit_mw));
+  } else if (loaded) {
+    logger().info(
+        "loaded {}: optimal limit {} W; profiling skipped (delete the file to profile again)",
+        contract::power_profile_path(o.log_dir, o.global_batch_size).string(),
+        mw_to_w(profiler->optimal_limit_mw().value_or(0)));
+  } else {
+    const auto& candidates = profiler->candidates_mw();
+    logger().info(
+        "will profile {} power limits ({}..{} W), {} warmup + {} profiling iterations each, "
+        "global batch size {} on {} rank(s)",
+        candidates.size(), mw_to_w(candidates.front()), mw_to_w(candidates.back()), o.warmup_iters,
+        o.profile_iters, o.global_batch_size, ranks.world_size);
+  }
 }
 
 }  // namespace zeus::job

@@ -5,6 +5,7 @@
 
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
+#include "zeus/optimize/power_limit_profiler.h"
 #include "zeus/optimize/power_profile.h"
 
 namespace zeus::job {
@@ -14,5 +15,11 @@ namespace zeus::job {
 // every rank (ConfigError naming the path). Collective.
 std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& options,
                                                              Collectives& collectives);
+
+// The master's line on what the job will do about limits: measure only (`profiler` null, at
+// `current_limit_mw`), use the loaded profile, or profile which limits.
+void announce_profiling(const ResolvedJobOptions& options, const RankInfo& ranks,
+                        const optimize::PowerLimitProfiler* profiler, bool loaded,
+                        int64_t current_limit_mw);
 
 }  // namespace zeus::job

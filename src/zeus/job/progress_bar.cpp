@@ -1,8 +1,34 @@
 #include "zeus/job/progress_bar.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <variant>
+
+#include "zeus/common/power.h"
+#include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus::job {
+
+std::string phase_text(const optimize::PowerLimitProfiler* profiler, int64_t limit_mw,
+                       bool observer_mode) {
+  namespace ps = optimize::profiler_state;
+  const double w = mw_to_w(limit_mw);
+  if (profiler == nullptr) {
+    return fmt::format("measure-only, at {} W", w);
+  }
+  const auto& state = profiler->state();
+  if (std::holds_alternative<ps::Warmup>(state)) {
+    return fmt::format("warmup {} W", w);
+  }
+  if (std::holds_alternative<ps::Profiling>(state)) {
+    return fmt::format("profiling {} W", w);
+  }
+  if (std::holds_alternative<ps::Ready>(state)) {
+    return fmt::format("profiling (next limit) {} W", w);
+  }
+  return fmt::format("{} {} W", observer_mode ? "observer, at" : "optimal", w);
+}
 
 void ProgressBar::step(int epoch, int max_epochs, std::string_view split, int64_t done,
                        int64_t total, int64_t samples_per_step,

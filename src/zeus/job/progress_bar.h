@@ -8,7 +8,15 @@
 #include <string>
 #include <string_view>
 
+namespace zeus::optimize {
+class PowerLimitProfiler;
+}  // namespace zeus::optimize
+
 namespace zeus::job {
+
+// The bar's phase: what the profiler (null: measure-only) does at `limit_mw`.
+std::string phase_text(const optimize::PowerLimitProfiler* profiler, int64_t limit_mw,
+                       bool observer_mode);
 
 // Contract: one per job, used from the training thread. step() is on the hot path: it returns
 // without calling `power_w` or `phase` unless 200 ms passed since the last draw or the loop ended.
