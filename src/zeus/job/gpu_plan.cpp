@@ -15,9 +15,10 @@ GpuPlan::GpuPlan(std::vector<double> idle_power_w, std::vector<int64_t> max_limi
                  GpuPlanOptions options)
     : options_(std::move(options)) {
   if (idle_power_w.empty() || idle_power_w.size() != max_limit_mw.size()) {
-    throw ConfigError(fmt::format("a per-GPU plan needs one idle power and one maximum limit per "
-                                  "GPU ({} and {} given)",
-                                  idle_power_w.size(), max_limit_mw.size()));
+    throw ConfigError(
+        fmt::format("a per-GPU plan needs one idle power and one maximum limit per "
+                    "GPU ({} and {} given)",
+                    idle_power_w.size(), max_limit_mw.size()));
   }
   for (size_t g = 0; g < idle_power_w.size(); ++g) {
     curves_.push_back({{}, std::max(0.0, idle_power_w[g]), max_limit_mw[g]});
@@ -32,9 +33,10 @@ GpuPlan::GpuPlan(std::vector<double> idle_power_w, std::vector<int64_t> max_limi
 void GpuPlan::add_window(int64_t limit_mw, int64_t iterations, double window_s,
                          std::span<const double> own_s, std::span<const double> energy_j) {
   if (own_s.size() != curves_.size() || energy_j.size() != curves_.size() || iterations <= 0) {
-    throw ConfigError(fmt::format("a profiling window of {} GPU(s) and {} iterations for a plan of "
-                                  "{} GPU(s)",
-                                  own_s.size(), iterations, curves_.size()));
+    throw ConfigError(
+        fmt::format("a profiling window of {} GPU(s) and {} iterations for a plan of "
+                    "{} GPU(s)",
+                    own_s.size(), iterations, curves_.size()));
   }
   for (size_t g = 0; g < curves_.size(); ++g) {
     optimize::GpuCurve& c = curves_[g];
@@ -87,8 +89,8 @@ double GpuPlan::curve_time_s(size_t gpu, int64_t limit_mw) const {
       return p.time_s;
     }
   }
-  throw InternalError(fmt::format("GPU {} runs at {} W, which its curve lacks", gpu,
-                                  mw_to_w(limit_mw)));
+  throw InternalError(
+      fmt::format("GPU {} runs at {} W, which its curve lacks", gpu, mw_to_w(limit_mw)));
 }
 
 // Note [following a GPU's pace]: after the plan each check compares every GPU's own step time at

@@ -64,8 +64,8 @@ PlannedLimits::PlannedLimits(Collectives& collectives, std::vector<double> idle_
                              PowerLimitRange range, const ResolvedJobOptions& options)
     : coll_(collectives),
       ranks_(collectives.ranks()),
-      plan_(std::move(idle_w), std::vector<int64_t>(static_cast<size_t>(ranks_.world_size),
-                                                     range.max_mw),
+      plan_(std::move(idle_w),
+            std::vector<int64_t>(static_cast<size_t>(ranks_.world_size), range.max_mw),
             {.eta = options.eta, .selector = options.selector}) {}
 
 void PlannedLimits::add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window) {
@@ -92,8 +92,8 @@ const std::vector<int64_t>& PlannedLimits::make_plan(int epoch) {
         fmt::join(watts(p.limits_mw), ", "),
         one ? fmt::format("; Zeus's one limit would be {} W: the plan saves {:.1f}% energy and "
                           "{:.1f}% time per step by the profile",
-                          mw_to_w(one->limits_mw.front()),
-                          100 * (1 - p.energy_j / one->energy_j), 100 * (1 - p.time_s / one->time_s))
+                          mw_to_w(one->limits_mw.front()), 100 * (1 - p.energy_j / one->energy_j),
+                          100 * (1 - p.time_s / one->time_s))
             : std::string("; these GPUs share no limit for Zeus's one"));
   }
   return plan_.limits_mw();

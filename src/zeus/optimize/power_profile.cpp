@@ -114,8 +114,8 @@ void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile
     GpuCurve curve;
     curve.idle_power_w = c.at("idle_power").get<double>();
     if (!(curve.idle_power_w >= 0) || !std::isfinite(curve.idle_power_w)) {
-      throw ConfigError(fmt::format("{}: per_gpu[{}] has idle power {} W", source, g,
-                                    curve.idle_power_w));
+      throw ConfigError(
+          fmt::format("{}: per_gpu[{}] has idle power {} W", source, g, curve.idle_power_w));
     }
     curve.max_limit_mw = w_to_mw(positive(c.at("max_pl").get<double>(), "max_pl", g));
     const auto& power = c.at("power");
