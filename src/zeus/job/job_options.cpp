@@ -209,6 +209,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
     throw ConfigError(
         fmt::format("{}='{}': expected per_gpu or global", kEnvPowerLimitPlan.name, t));
   });
+  r.follow_gpu_pace = o.follow_gpu_pace;
   if (o.power_limit_step_mw <= 0) {
     throw ConfigError(
         fmt::format("power_limit_step_mw {} must be positive", o.power_limit_step_mw));

@@ -49,6 +49,8 @@ struct JobOptions {
   std::string selector = "cost";              // cost | energy | time | slowdown:<f>
   // ZEUS_POWER_LIMIT_PLAN, per_gpu: data-parallel jobs plan one limit per GPU; false: Zeus's one.
   std::optional<bool> per_gpu_limits;
+  // With per-GPU limits: re-plan when a GPU's pace changes mid-run (false: keep the first plan).
+  bool follow_gpu_pace = true;
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};  // per-epoch power logs
   std::optional<bool> progress_bar;               // default: the master's stderr is a TTY
@@ -84,6 +86,7 @@ struct ResolvedJobOptions {
   device::SimClock sim_clock = device::SimClock::kVirtual;
   optimize::SelectorOptions selector;
   bool per_gpu_limits = true;
+  bool follow_gpu_pace = true;
   int64_t power_limit_step_mw = 25'000;
   std::chrono::milliseconds monitor_period{100};
   bool progress_bar = false;

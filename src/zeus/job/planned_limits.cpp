@@ -66,7 +66,8 @@ PlannedLimits::PlannedLimits(Collectives& collectives, std::vector<double> idle_
       ranks_(collectives.ranks()),
       plan_(std::move(idle_w),
             std::vector<int64_t>(static_cast<size_t>(ranks_.world_size), range.max_mw),
-            {.eta = options.eta, .selector = options.selector}) {}
+            {.eta = options.eta, .selector = options.selector}),
+      follow_pace_(options.follow_gpu_pace) {}
 
 void PlannedLimits::add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window) {
   plan_.add_window(limit_mw, iterations, window.max_elapsed_s, window.own_s,
@@ -115,7 +116,7 @@ bool PlannedLimits::step() {
     saving_j_ += one->energy_j - plan_.outcome().energy_j;
     saving_s_ += one->time_s - plan_.outcome().time_s;
   }
-  return span_steps_ >= kDriftCheckSteps;
+  return follow_pace_ && span_steps_ >= kDriftCheckSteps;
 }
 
 std::optional<std::vector<int64_t>> PlannedLimits::check(std::chrono::nanoseconds own_now,

@@ -63,6 +63,7 @@ class PlannedLimits {
   RankInfo ranks_;
   GpuPlan plan_;
   bool planned_ = false;
+  bool follow_pace_ = true;
   std::vector<int64_t> first_plan_mw_;  // what profiling chose (the profile file keeps it)
   std::chrono::nanoseconds span_from_{0};
   int64_t span_steps_ = 0;

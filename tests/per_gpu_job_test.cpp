@@ -1,0 +1,228 @@
+// Per-GPU power limits in data-parallel EnergyJobs (ranks as threads over simulated GPUs with a
+// straggler): the plan the job ends with is the planner's over the traces, it spends less than
+// Zeus's one limit, a saved profile is planned again without profiling, and the plan follows a
+// GPU that slows down mid-run. The same over real processes: loader_test's zeus run example.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "support/sim_job.h"
+#include "support/test_support.h"
+#include "support/thread_world.h"
+#include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/job/energy_job.h"
+#include "zeus/job/gpu_plan.h"
+#include "zeus/job/messages.h"
+#include "zeus/optimize/per_gpu_plan.h"
+#include "zeus/sim/data_parallel.h"
+#include "zeus/trace/power_trace.h"
+
+using ::testing::HasSubstr;
+
+namespace zeus::job {
+namespace {
+
+using contract::TrainResult;
+
+struct World {
+  std::string device;
+  int ranks = 4;
+  int epochs = 3;
+  int train_steps = 30;
+  bool per_gpu = true;
+  bool follow_pace = true;
+  // Called on rank 0 after each epoch (before the next begins): a test's change of the machine.
+  std::function<void(int epoch)> between_epochs;
+};
+
+TrainResult run(const World& w, const std::filesystem::path& dir) {
+  test::ScopedEnv no_state("ZEUS_SIM_STATE", std::nullopt);
+  test::ScopedEnv no_gpus("ZEUS_SIM_GPUS", std::nullopt);
+  test::ScopedEnv no_plan("ZEUS_POWER_LIMIT_PLAN", std::nullopt);
+  test::ThreadWorld threads(w.ranks, w.ranks);
+  std::vector<TrainResult> results(static_cast<size_t>(w.ranks));
+  const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
+    JobOptions o = test::quick_sim_job(dir);
+    o.device = w.device;
+    o.per_gpu_limits = w.per_gpu;
+    o.follow_gpu_pace = w.follow_pace;
+    EnergyJob job(resolve_job_options(o, w.epochs, 16, w.ranks), c);
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, w.train_steps, 5, 0.5);
+      if (rank == 0 && w.between_epochs) {
+        w.between_epochs(*epoch);
+      }
+    }
+    results[static_cast<size_t>(rank)] = *job.result();
+  });
+  for (const auto& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+  for (const auto& r : results) {
+    EXPECT_EQ(r.power_limits_mw, results[0].power_limits_mw);  // one plan on every rank
+  }
+  return results[0];
+}
+
+double train_energy_from(const TrainResult& r, int first_epoch) {
+  double j = 0;
+  for (const auto& e : r.epochs) {
+    if (e.epoch >= first_epoch) {
+      j += e.train_energy_j;
+    }
+  }
+  return j;
+}
+
+double train_time_from(const TrainResult& r, int first_epoch) {
+  double s = 0;
+  for (const auto& e : r.epochs) {
+    if (e.epoch >= first_epoch) {
+      s += e.train_time_s;
+    }
+  }
+  return s;
+}
+
+constexpr const char* kStraggler = "sim:v100,v100,v100*1.2,v100:cifar100:1024";
+
+TEST(PerGpuJob, AStragglerJobEndsAtThePlanAndSpendsLessThanOneLimit) {
+  test::TempDir dir;
+  const TrainResult plan = run({.device = kStraggler}, dir / "plan");
+  const TrainResult one = run({.device = kStraggler, .per_gpu = false}, dir / "one");
+  // The planner over the traces (per epoch; the job's curves are per step: the same plan).
+  const auto mix = trace::parse_gpu_mix("v100,v100,v100*1.2,v100");
+  const auto curves = sim::trace_curves(mix, "cifar100", 1024, trace::trace_dir());
+  const auto want =
+      optimize::plan_per_gpu(curves, optimize::data_parallel_cost(curves, 0.5), {}).limits_mw;
+  EXPECT_EQ(want, (std::vector<int64_t>{125'000, 125'000, 225'000, 125'000}));
+  EXPECT_EQ(plan.power_limit_plan, "per_gpu");
+  EXPECT_EQ(plan.power_limits_mw, want);
+  EXPECT_EQ(one.power_limit_plan, "global");
+  EXPECT_TRUE(one.power_limits_mw.empty());
+  EXPECT_EQ(one.optimal_power_limit_mw, std::optional<int64_t>(175'000));
+  // After profiling (epoch 0), the plan spends less energy than the one limit, and no more time.
+  EXPECT_LT(train_energy_from(plan, 1), 0.97 * train_energy_from(one, 1));
+  EXPECT_LE(train_time_from(plan, 1), train_time_from(one, 1) * 1.0001);
+  EXPECT_GT(plan.estimated_plan_energy_saving_j, 0);
+  EXPECT_TRUE(plan.replans.empty());
+}
+
+TEST(PerGpuJob, EqualGpusGetZeusChoiceAndASavedProfileIsPlannedWithoutProfiling) {
+  test::TempDir dir;
+  const TrainResult first = run({.device = "sim:v100:cifar100:1024", .ranks = 2}, dir.path());
+  ASSERT_TRUE(first.optimal_power_limit_mw);
+  EXPECT_EQ(first.power_limits_mw, std::vector<int64_t>(2, *first.optimal_power_limit_mw));
+  EXPECT_TRUE(first.profiled);
+  const TrainResult again = run({.device = "sim:v100:cifar100:1024", .ranks = 2}, dir.path());
+  EXPECT_FALSE(again.profiled);
+  EXPECT_EQ(again.power_limits_mw, first.power_limits_mw);
+  EXPECT_TRUE(again.windows.empty());
+}
+
+// Heat: GPU 3 of four equal GPUs becomes 25% slower after the second epoch. The plan, Zeus's one
+// limit until then, follows within two checks (200 steps) and then spends less than the plan
+// that does not follow.
+TEST(PerGpuJob, FollowsAGpuThatSlowsDownMidRun) {
+  test::TempDir dir;
+  const auto world = [&](const std::string& name, bool follow) {
+    const std::string device =
+        fmt::format("sim:v100,v100,v100,v100:cifar100:1024@{}", (dir / (name + ".state")).string());
+    return World{.device = device,
+                 .epochs = 4,
+                 .train_steps = 300,
+                 .follow_pace = follow,
+                 .between_epochs = [device](int epoch) {
+                   if (epoch == 1) {
+                     device::sim::SimGpuSet node(device::sim::parse_sim_spec(device));
+                     node.set_slowdown(3, 1.25);
+                   }
+                 }};
+  };
+  const TrainResult follow = run(world("follow", true), dir / "follow");
+  const TrainResult stay = run(world("stay", false), dir / "stay");
+  ASSERT_EQ(follow.replans.size(), 1u);
+  const auto& replan = follow.replans.front();
+  EXPECT_EQ(replan.epoch, 2);
+  EXPECT_THAT(replan.reason, HasSubstr("GPU 3 now takes 1.25x its profiled step time"));
+  EXPECT_EQ(replan.power_limits_mw, follow.power_limits_mw);
+  // Before: every GPU at one limit; after: the three that wait run lower than the slow one.
+  EXPECT_EQ(stay.power_limits_mw, std::vector<int64_t>(4, stay.power_limits_mw.front()));
+  EXPECT_TRUE(stay.replans.empty());
+  EXPECT_LT(follow.power_limits_mw[0], follow.power_limits_mw[3]);
+  EXPECT_LT(train_energy_from(follow, 3), train_energy_from(stay, 3));
+  EXPECT_LE(train_time_from(follow, 3), train_time_from(stay, 3) * 1.0001);
+}
+
+TEST(GpuPlan, BusyPowerIsWhatTheWindowLeavesAfterTheWaits) {
+  GpuPlan plan({40, 40}, {250'000, 250'000}, {});
+  // A 2 s window of 10 steps: GPU 0 worked 1 s and waited 1 s at 40 W; GPU 1 worked all of it.
+  const std::vector<double> own{1.0, 2.0};
+  const std::vector<double> energy{200 + 40, 300};
+  plan.add_window(250'000, 10, 2.0, own, energy);
+  ASSERT_EQ(plan.curves()[0].points.size(), 1u);
+  EXPECT_EQ(plan.curves()[0].points[0], (optimize::GpuLimitPoint{250'000, 0.1, 200}));
+  EXPECT_EQ(plan.curves()[1].points[0], (optimize::GpuLimitPoint{250'000, 0.2, 150}));
+  EXPECT_THROW(plan.add_window(250'000, 10, 2.0, std::vector<double>{1.0}, energy), ConfigError);
+}
+
+TEST(GpuPlan, APaceChangeIsActedOnWhenTwoChecksAgree) {
+  GpuPlan plan({40, 40}, {250'000, 250'000}, {});
+  for (int64_t limit : {250'000, 200'000, 150'000}) {
+    const double t = 0.1 * 250'000 / static_cast<double>(limit);
+    const std::vector<double> own{t * 10, t * 10};
+    const std::vector<double> energy{t * 10 * limit / 1000.0, t * 10 * limit / 1000.0};
+    plan.add_window(limit, 10, t * 10, own, energy);
+  }
+  const auto before = plan.plan().limits_mw;
+  ASSERT_EQ(before[0], before[1]);
+  const auto own_at = [&](double pace1) {
+    const double t0 = 100 * plan.outcome().time_s;  // both GPUs at the same limit and pace 1
+    return std::vector<double>{t0, t0 * pace1};
+  };
+  EXPECT_FALSE(plan.observe(100, own_at(1.02)));  // within the tolerance
+  EXPECT_FALSE(plan.observe(100, own_at(1.5)));   // once: a suspect
+  EXPECT_FALSE(plan.observe(100, own_at(1.0)));   // back: forgotten
+  EXPECT_FALSE(plan.observe(100, own_at(1.5)));
+  const auto reason = plan.observe(100, own_at(1.5));
+  ASSERT_TRUE(reason);
+  EXPECT_THAT(*reason, HasSubstr("GPU 1 now takes 1.50x"));
+  EXPECT_DOUBLE_EQ(plan.pace()[1], 1.5);
+  EXPECT_LT(plan.limits_mw()[0], plan.limits_mw()[1]);
+}
+
+TEST(JobMessages, WindowAndCurvesRoundTrip) {
+  const RankInfo rank1{.rank = 1, .world_size = 2, .local_rank = 1, .local_world_size = 2};
+  const RankInfo rank0{.rank = 0, .world_size = 2, .local_rank = 0, .local_world_size = 2};
+  const std::vector<double> gpu_j{10, 20};
+  const std::vector<int> gpu_ranks{0, 1};
+  auto v0 = WindowMessage::contribution(rank0, WindowMessage::gather(2.0, 1.5, gpu_j, gpu_ranks));
+  const auto v1 = WindowMessage::contribution(rank1, WindowMessage::gather(2.5, 2.5, {}, {}));
+  for (size_t i = 0; i < v0.size(); ++i) {
+    v0[i] += v1[i];
+  }
+  const WindowMessage w = WindowMessage::decode(v0, 2);
+  EXPECT_DOUBLE_EQ(w.max_elapsed_s, 2.5);
+  EXPECT_DOUBLE_EQ(w.energy_j, 30);
+  EXPECT_EQ(w.own_s, (std::vector<double>{1.5, 2.5}));
+  EXPECT_EQ(w.rank_gpu_energy_j, (std::vector<double>{10, 20}));
+  const std::vector<optimize::GpuCurve> curves{
+      {{{250'000, 0.1, 200}, {200'000, 0.12, 170}}, 40, 250'000},
+      {{{300'000, 0.2, 250}}, 30, 300'000}};
+  const auto head = CurvesMessage::header(curves);
+  const auto body = CurvesMessage::encode(curves);
+  EXPECT_EQ(body.size(), CurvesMessage::size(head));
+  EXPECT_EQ(CurvesMessage::decode(head, body), curves);
+  EXPECT_THROW(CurvesMessage::decode(head, std::vector<double>(body.begin(), body.end() - 1)),
+               InternalError);  // the collectives' contract: a bug, not a peer's fault
+  auto lying = body;
+  lying[2] = 3;  // GPU 0 claims 3 points: the body ends inside GPU 1's
+  EXPECT_THROW(CurvesMessage::decode(head, lying), DistError);
+}
+
+}  // namespace
+}  // namespace zeus::job
