@@ -53,6 +53,29 @@ void Gpus::run_steps(int64_t n) {
   }
 }
 
+double Gpus::run_gpu_steps(int gpu, int64_t n) {
+  if (!virtual_clock_ || n <= 0) {
+    return 0.0;
+  }
+  return std::chrono::duration<double>(sim_->run_iterations(gpu, n)).count();
+}
+
+double Gpus::sim_gpu_now_s(int gpu) const {
+  return virtual_clock_ ? std::chrono::duration<double>(sim_->now(gpu)).count() : 0.0;
+}
+
+void Gpus::sim_idle_until_s(int gpu, double t_s) {
+  if (!virtual_clock_) {
+    return;
+  }
+  const auto now = sim_->now(gpu);
+  const auto t = std::chrono::nanoseconds{static_cast<int64_t>(t_s * 1e9)};
+  if (t > now) {
+    sim_->idle(gpu, t - now);
+    sim_->set_busy(gpu, true);  // the optimizer's simulated GPUs draw training power between
+  }
+}
+
 std::string Gpus::through_zeusd() const {
   return set_->limits_through();
 }
@@ -204,6 +227,13 @@ void bind_device(py::module_& m) {
       .def_property_readonly("through_zeusd", &Gpus::through_zeusd)
       .def("sim_now_s", &Gpus::sim_now_s)
       .def("run_steps", &Gpus::run_steps, py::arg("n"))
+      .def("run_gpu_steps", &Gpus::run_gpu_steps, py::arg("gpu"), py::arg("n"))
+      .def("sim_gpu_now_s", &Gpus::sim_gpu_now_s, py::arg("gpu"))
+      .def("sim_idle_until_s", &Gpus::sim_idle_until_s, py::arg("gpu"), py::arg("t_s"))
+      .def("sim_idle_power_w",
+           [](Gpus& g, int i) -> std::optional<double> {
+             return g.sim() != nullptr ? std::optional(g.sim()->idle_power_w(i)) : std::nullopt;
+           })
       .def("name", [](Gpus& g, int i) { return g.set().name(i); })
       .def("uuid", [](Gpus& g, int i) { return g.set().uuid(i); })
       .def("describe", [](Gpus& g, int i) { return g.set().describe(i); })

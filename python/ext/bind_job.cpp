@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings.h"
@@ -17,6 +18,7 @@
 #include "zeus/job/energy_job.h"
 #include "zeus/job/job_options.h"
 #include "zeus/job/loader_pairing.h"
+#include "zeus/optimize/per_gpu_plan.h"
 
 namespace py = pybind11;
 
@@ -127,6 +129,7 @@ void bind_job(py::module_& m) {
       .def_readwrite("measure_only", &job::JobOptions::measure_only)
       .def_readwrite("device", &job::JobOptions::device)
       .def_readwrite("selector", &job::JobOptions::selector)
+      .def_readwrite("per_gpu_limits", &job::JobOptions::per_gpu_limits)
       .def_readwrite("power_limit_step_mw", &job::JobOptions::power_limit_step_mw)
       .def_readwrite("progress_bar", &job::JobOptions::progress_bar);
 
@@ -135,6 +138,40 @@ void bind_job(py::module_& m) {
       .def_readwrite("cuda_index", &job::RankDevice::cuda_index)
       .def_readwrite("cuda_uuid", &job::RankDevice::cuda_uuid)
       .def_readwrite("synchronize", &job::RankDevice::synchronize);
+
+  // The per-GPU planner (optimize/per_gpu_plan.h) for the Python optimizer: `curves` as
+  // (idle_w, max_limit_mw, [(limit_mw, time_s, power_w), ...]) per GPU; `selector` as
+  // parse_selector reads it. Returns the plan and Zeus's single limit (None: no shared limit).
+  m.def(
+      "plan_per_gpu",
+      [](const std::vector<
+             std::tuple<double, int64_t, std::vector<std::tuple<int64_t, double, double>>>>& curves,
+         double eta, const std::string& selector) {
+        std::vector<optimize::GpuCurve> cs;
+        for (const auto& [idle, max_mw, points] : curves) {
+          optimize::GpuCurve c{{}, idle, max_mw};
+          for (const auto& [mw, t, w] : points) {
+            c.points.push_back({mw, t, w});
+          }
+          cs.push_back(std::move(c));
+        }
+        const optimize::CostModel cost = optimize::data_parallel_cost(cs, eta);
+        const optimize::SelectorOptions options = optimize::parse_selector(selector);
+        const auto to_dict = [](const optimize::PlanOutcome& o) {
+          py::dict d;
+          d["limits_mw"] = o.limits_mw;
+          d["energy_j"] = o.energy_j;
+          d["time_s"] = o.time_s;
+          d["cost"] = o.cost;
+          return d;
+        };
+        const auto single = optimize::plan_single_limit(cs, cost, options);
+        py::dict out;
+        out["per_gpu"] = to_dict(optimize::plan_per_gpu(cs, cost, options));
+        out["single"] = single ? py::object(to_dict(*single)) : py::object(py::none());
+        return out;
+      },
+      py::arg("curves"), py::arg("eta"), py::arg("selector"));
 
   m.def(
       "parse_bool",

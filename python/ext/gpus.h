@@ -31,6 +31,12 @@ class Gpus {
   double sim_now_s() const;
   // Virtual clock only: each GPU runs `n` iterations at its current limit.
   void run_steps(int64_t n);
+  // Virtual clock only: GPU `gpu` runs `n` iterations; the time they took, s (its own, no wait).
+  double run_gpu_steps(int gpu, int64_t n);
+  // Virtual clock only: GPU `gpu`'s clock, s; and idling it until `t_s` (a data-parallel step's
+  // wait at the gradient sync for the slowest rank).
+  double sim_gpu_now_s(int gpu) const;
+  void sim_idle_until_s(int gpu, double t_s);
   // "zeusd at /run/zeusd/zeusd.sock" when limits are set through the node daemon, else "".
   std::string through_zeusd() const;
 

@@ -29,6 +29,7 @@ from zeus_cpp.monitor import ZeusMonitor
 from zeus_cpp.optimizer._job_push import JobPush
 from zeus_cpp.optimizer._states import Done, Profiling, Ready, Warmup
 from zeus_cpp.optimizer._states import all_reduce as _all_reduce
+from zeus_cpp.optimizer._states import world_size as _world_size
 from zeus_cpp.optimizer._frameworks import (
     HFGlobalPowerLimitOptimizer,
     LightningGlobalPowerLimitOptimizer,
@@ -46,6 +47,7 @@ from zeus_cpp.optimizer._selectors import (
 
 __all__ = [
     "Done",
+    "PerGpuPowerLimitOptimizer",
     "Energy",
     "GlobalPowerLimitOptimizer",
     "HFGlobalPowerLimitOptimizer",
@@ -120,6 +122,7 @@ class GlobalPowerLimitOptimizer(Callback):
         self.measure_only = measure_only()
         self._gpus = monitor.gpus
         self._stepping = False  # a step began and has not been run on a simulated clock yet
+        self._own_s = 0.0  # simulated: this rank's own step time so far, no wait at the sync
 
         ranges = {g: self._gpus.get_power_management_limit_constraints(g)
                   for g in monitor.gpu_indices}
@@ -261,19 +264,31 @@ class GlobalPowerLimitOptimizer(Callback):
         self.monitor.begin_window(self._window(limit_mw))
 
     def _finish_profiling(self, limit_mw: int) -> None:
-        m = self.monitor.end_window(self._window(limit_mw))
-        energy = sum(_all_reduce([m.gpu_energy[g] for g in self.monitor.gpu_indices], "sum"))
-        elapsed = max(_all_reduce([m.time], "max"))
-        self.measurements.append(PowerLimitMeasurement(limit_mw // 1000, energy, elapsed))
-        logger.info("Profiled %d W: %.2f J in %.3f s", limit_mw // 1000, energy, elapsed)
+        self.measurements.append(self._measure_window(limit_mw))
         nxt = self.power_limits.index(limit_mw) + 1
         if nxt < len(self.power_limits):
             self._set_power_limit(self.power_limits[nxt])
             self._start_warmup(self.power_limits[nxt])
             return
+        self._settle()
+
+    def _measure_window(self, limit_mw: int) -> PowerLimitMeasurement:
+        """Closes the profiling window of `limit_mw`: the job's energy (every rank's GPUs) and
+        time (the slowest rank's). Collective under torch.distributed."""
+        m = self.monitor.end_window(self._window(limit_mw))
+        energy = sum(_all_reduce([m.gpu_energy[g] for g in self.monitor.gpu_indices], "sum"))
+        elapsed = max(_all_reduce([m.time], "max"))
+        logger.info("Profiled %d W: %.2f J in %.3f s", limit_mw // 1000, energy, elapsed)
+        return PowerLimitMeasurement(limit_mw // 1000, energy, elapsed)
+
+    def _settle(self) -> None:
+        """Every limit was profiled: run at the optimum from now on, and save the profile."""
         optimal = self._compute_optimal_power_limit()
         self.state = Done(optimal_power_limit=optimal)
         self._set_power_limit(optimal)
+        self._save_profile()
+
+    def _save_profile(self) -> None:
         if self.profile_path is not None:
             save_profile(self.profile_path, self.measurements)
             logger.info("Profile written to %s", self.profile_path)
@@ -292,9 +307,22 @@ class GlobalPowerLimitOptimizer(Callback):
         self.current_power_limit = power_limit_mw
 
     def _run_pending_step(self) -> None:
-        if self._stepping:
-            self._gpus._gpus.run_steps(1)
-            self._stepping = False
+        """Simulated GPUs (virtual clock): the step that began runs now. Under torch.distributed
+        each rank runs it on its own GPUs at their own pace, then the gradient sync brings every
+        rank's clock to the slowest one's, the faster GPUs idling meanwhile (one all-reduce)."""
+        if not self._stepping:
+            return
+        self._stepping = False
+        gpus = self._gpus._gpus
+        if _world_size() == 1:
+            gpus.run_steps(1)
+            return
+        for g in self.monitor.gpu_indices:
+            self._own_s += gpus.run_gpu_steps(g, 1)
+        slowest = max(_all_reduce([max(gpus.sim_gpu_now_s(g) for g in self.monitor.gpu_indices)],
+                                  "max"))
+        for g in self.monitor.gpu_indices:
+            gpus.sim_idle_until_s(g, slowest)
 
     @staticmethod
     def _window(limit_mw: int) -> str:
@@ -311,6 +339,122 @@ class GlobalPowerLimitOptimizer(Callback):
     def watchdog_pid(self) -> int | None:
         """The process that restores the limits if this one dies, or None."""
         return self._keeper.watchdog_pid if self._keeper is not None else None
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _selector_text(selector: OptimumSelector) -> tuple[str, float]:
+    """The selector as the C++ planner reads it, and its eta."""
+    if isinstance(selector, ZeusCost):
+        return "cost", selector.eta_knob
+    if isinstance(selector, Energy):
+        return "energy", 1.0
+    if isinstance(selector, Time):
+        return "time", 0.0
+    if isinstance(selector, MaxSlowdownConstraint):
+        return f"slowdown:{selector.factor}", 0.5
+    raise ValueError(f"{type(selector).__name__} has no per-GPU form; use ZeusCost, Energy, "
+                     "Time or MaxSlowdownConstraint, or GlobalPowerLimitOptimizer")
+
+
+class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
+    """zeus-cpp's: one power limit per GPU of a data-parallel job (DDP, FSDP), so that the GPUs
+    faster than the slowest do not wait at the gradient sync at a limit they do not need.
+
+    ``GlobalPowerLimitOptimizer``'s constructor and callbacks. Every rank constructs it with a
+    monitor of its own GPU (``ZeusMonitor(gpu_indices=[local_rank])``) and calls the callbacks
+    at the same steps. Profiling is Zeus's (every GPU at each limit in turn, the same windows);
+    each rank measures its own GPU's step time without the wait at the sync and its energy, the
+    ranks share them (all-reduce) and each makes the same plan (``zeus_cpp._core.plan_per_gpu``,
+    the exact optimum of the straggler model). ``optimal_power_limits`` then holds every rank's
+    limit (mW, by rank) and ``state.optimal_power_limit`` Zeus's single limit, which the profile
+    file keeps. On one process it is ``GlobalPowerLimitOptimizer``.
+
+    A rank's own step time: on simulated GPUs with a virtual clock, its GPU's trace time; on
+    real GPUs Python cannot see DDP's wait inside backward, so it is the window's time, and the
+    plan differs from Zeus's only where the GPUs' power differs (the C++ loader measures the wait).
+    """
+
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        self.optimal_power_limits: list[int] | None = None
+        self._world = _world_size()
+        self._rank = _rank()
+        self._per_gpu = self._world > 1
+        self._own_from = 0.0
+        super().__init__(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
+                         pl_step, profile_path)
+        if self._per_gpu and len(monitor.gpu_indices) != 1:
+            raise ValueError(
+                f"rank {self._rank}: PerGpuPowerLimitOptimizer needs a monitor of the rank's own "
+                f"GPU (ZeusMonitor(gpu_indices=[local_rank])), not {monitor.gpu_indices}")
+        self._selector, self._eta = _selector_text(self.optimum_selector)
+        self._points: list[list[tuple[int, float, float]]] = [[] for _ in range(self._world)]
+        self._idle_w = [0.0] * self._world
+        if self._per_gpu and not self.measure_only:
+            gpu = monitor.gpu_indices[0]
+            sim_idle = self._gpus._gpus.sim_idle_power_w(gpu)
+            mine = [0.0] * self._world
+            # Before training the GPU waits: what it draws then is what it draws at the sync.
+            mine[self._rank] = (sim_idle if sim_idle is not None
+                                else self._gpus.get_instant_power_usage(gpu) / 1000)
+            self._idle_w = _all_reduce(mine, "sum")
+
+    def _start_profiling(self, limit_mw: int) -> None:
+        self._own_from = self._own_s
+        super()._start_profiling(limit_mw)
+
+    def _measure_window(self, limit_mw: int) -> PowerLimitMeasurement:
+        if not self._per_gpu:
+            return super()._measure_window(limit_mw)
+        m = self.monitor.end_window(self._window(limit_mw))
+        gpu = self.monitor.gpu_indices[0]
+        own = [0.0] * self._world
+        energy = [0.0] * self._world
+        own[self._rank] = (self._own_s - self._own_from if self._gpus._gpus.virtual_clock
+                           else m.time)
+        energy[self._rank] = m.gpu_energy[gpu]
+        own = _all_reduce(own, "sum")
+        energy = _all_reduce(energy, "sum")
+        elapsed = max(_all_reduce([m.time], "max"))
+        for r in range(self._world):
+            t = min(max(own[r], 1e-9), max(elapsed, 1e-9))
+            busy_w = max(self._idle_w[r], (energy[r] - self._idle_w[r] * (elapsed - t)) / t)
+            self._points[r].append((limit_mw, t / self.profile_steps, busy_w))
+        logger.info("Profiled %d W: %.2f J in %.3f s; own step times %s s", limit_mw // 1000,
+                    sum(energy), elapsed,
+                    ", ".join(f"{o / self.profile_steps:.4f}" for o in own))
+        return PowerLimitMeasurement(limit_mw // 1000, sum(energy), elapsed)
+
+    def _settle(self) -> None:
+        if not self._per_gpu:
+            super()._settle()
+            return
+        optimal = self._compute_optimal_power_limit()
+        self.state = Done(optimal_power_limit=optimal)
+        high = max(self.power_limits)
+        plan = _core.plan_per_gpu([(self._idle_w[r], high, self._points[r])
+                                   for r in range(self._world)], self._eta, self._selector)
+        self.optimal_power_limits = list(plan["per_gpu"]["limits_mw"])
+        single = plan["single"]
+        logger.info("Per-GPU power limits %s W (by rank)%s",
+                    [mw // 1000 for mw in self.optimal_power_limits],
+                    f"; the plan saves {100 * (1 - plan['per_gpu']['energy_j'] / single['energy_j']):.1f}% "
+                    "energy per step against Zeus's one limit" if single else "")
+        self._set_power_limit(self.optimal_power_limits[self._rank])
+        self._save_profile()
 
 
 def _close_keeper(keeper: _core.LimitKeeper) -> None:

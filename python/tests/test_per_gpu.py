@@ -1,0 +1,86 @@
+"""PerGpuPowerLimitOptimizer over Gloo on simulated GPUs with a straggler: two ranks agree on
+the per-GPU plan (the planner's over the traces, as `zeus simulate --dp` prints it), each sets
+its own GPU's limit, and the GPUs spend less at the plan than at Zeus's one limit. On one
+process it is GlobalPowerLimitOptimizer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import zeus_cli
+
+WORKER = Path(__file__).resolve().parent / "workers" / "per_gpu_job.py"
+MIX = "v100,v100*1.2"
+DEVICE = f"sim:{MIX}:cifar100:1024"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_world(plan: str, tmp_path: Path) -> dict:
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               ZEUS_DEVICE=DEVICE, ZEUS_JOURNAL_DIR=str(tmp_path / f"journals-{plan}"))
+    procs = []
+    for rank in (0, 1):
+        procs.append(subprocess.Popen(
+            [sys.executable, str(WORKER), "--plan", plan],
+            env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err[-4000:]
+        outs.append(out)
+    return json.loads(outs[0].strip().splitlines()[-1])
+
+
+def test_two_ranks_agree_on_the_plan_and_spend_less_than_one_limit(job_env: Path,
+                                                                   tmp_path: Path) -> None:
+    want = json.loads(subprocess.run(
+        [str(zeus_cli()), "simulate", "--dp", MIX, "--workload", "cifar100", "--batch-size",
+         "1024", "--format", "json"], check=True, capture_output=True, text=True).stdout)
+    per_gpu = run_world("per_gpu", tmp_path)
+    one = run_world("global", tmp_path)
+    assert per_gpu["limits_mw"] == [int(w * 1000) for w in want["per_gpu"]["limits_w"]]
+    assert per_gpu["limits_mw"][0] < per_gpu["limits_mw"][1]  # the fast GPU waits less
+    assert per_gpu["own_limit_mw"] == per_gpu["limits_mw"][0]
+    assert one["limits_mw"] is None
+    assert one["single_mw"] == per_gpu["single_mw"]  # the profile's single choice is Zeus's
+    # The same steps after profiling: less energy on every GPU together, less time, by the
+    # model's ratios (the simulated GPUs follow the traces and the wait at the sync).
+    ratio = sum(per_gpu["energy_j"]) / sum(one["energy_j"])
+    assert ratio < 1
+    assert ratio == pytest.approx(want["per_gpu"]["energy_j"] / want["global"]["energy_j"],
+                                  rel=0.005)
+    assert per_gpu["time_s"] / one["time_s"] == pytest.approx(
+        want["per_gpu"]["time_s"] / want["global"]["time_s"], rel=0.005)
+
+
+def test_on_one_process_it_is_the_global_optimizer(job_env: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from zeus_cpp.monitor import ZeusMonitor
+    from zeus_cpp.optimizer.power_limit import (GlobalPowerLimitOptimizer,
+                                                PerGpuPowerLimitOptimizer)
+
+    monkeypatch.setenv("ZEUS_DEVICE", "sim:v100:cifar100:1024")
+    chosen = []
+    for cls in (GlobalPowerLimitOptimizer, PerGpuPowerLimitOptimizer):
+        plo = cls(ZeusMonitor(gpu_indices=[0]), warmup_steps=1, profile_steps=2)
+        while type(plo.state).__name__ != "Done":
+            plo.on_step_begin()
+            plo.on_step_end()
+        chosen.append(plo.state.optimal_power_limit)
+        assert getattr(plo, "optimal_power_limits", None) is None
+        plo.close()
+    assert chosen[0] == chosen[1]
