@@ -16,6 +16,7 @@
 #include "zeus/job/gpu_plan.h"
 #include "zeus/job/messages.h"
 #include "zeus/optimize/per_gpu_plan.h"
+#include "zeus/report/report.h"
 #include "zeus/sim/data_parallel.h"
 #include "zeus/trace/power_trace.h"
 
@@ -110,6 +111,18 @@ TEST(PerGpuJob, AStragglerJobEndsAtThePlanAndSpendsLessThanOneLimit) {
   EXPECT_LE(train_time_from(plan, 1), train_time_from(one, 1) * 1.0001);
   EXPECT_GT(plan.estimated_plan_energy_saving_j, 0);
   EXPECT_TRUE(plan.replans.empty());
+  // The profile keeps Zeus's keys and adds each GPU's curve and the plan; zeus report shows it.
+  const auto run_dir = report::load_run(dir / "plan");
+  ASSERT_EQ(run_dir.profiles.size(), 1u);
+  const auto& profile = run_dir.profiles.front().second;
+  EXPECT_EQ(profile.optimal_power_limit_mw, 175'000);
+
+  EXPECT_EQ(profile.optimal_per_gpu_mw, want);
+  ASSERT_EQ(profile.per_gpu.size(), 4u);
+  EXPECT_EQ(profile.per_gpu[2].points.size(), 7u);
+  EXPECT_THAT(report::to_markdown(run_dir), HasSubstr("per-GPU limits [125,125,225,125] W saved"));
+  EXPECT_THAT(report::to_html(run_dir), HasSubstr("125, 125, 225, 125 W by rank (one limit would "
+                                                  "be 175 W)"));
 }
 
 TEST(PerGpuJob, EqualGpusGetZeusChoiceAndASavedProfileIsPlannedWithoutProfiling) {

@@ -400,6 +400,7 @@ class EnergyJob::Impl {
     if (mine) {
       clock_->wait_until(std::chrono::nanoseconds{
           static_cast<int64_t>(*std::max_element(clocks.begin(), clocks.end()))});
+      barrier();  // every GPU's wait is charged before a local master reads the node's energy
     }
     return clock_->now();
   }

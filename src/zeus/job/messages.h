@@ -18,7 +18,8 @@
 //  4. Around loop starts and ends: barriers, and agree() where a step may fail (collectives.h).
 //  5. Data-parallel jobs planning per GPU (gpu_plan.h): at construction an all-reduce of each
 //     GPU's idle power by rank; every sync point's first barrier carries each rank's simulated
-//     clock (by rank; zeros on real GPUs), which every simulated rank then idles up to; after
+//     clock (by rank; zeros on real GPUs), which every simulated rank then idles up to before
+//     one more barrier (so a local master reads its node's energy with every wait in it); after
 //     the plan, every kDriftCheckSteps train steps a sync point and an all-reduce of each rank's
 //     own time since the last check.
 // Times are seconds, energies joules, limits milliwatts (exact in a double).

@@ -1,6 +1,7 @@
 #include "zeus/report/report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -82,6 +83,22 @@ std::string summary_html(const contract::TrainResult& r) {
     row(r.observer_mode ? "would have saved" : "saved (estimate)",
         fmt::format("{:.1f} J and {:.1f} s vs the maximum limit", r.estimated_energy_saving_j,
                     r.estimated_time_saving_s));
+  }
+  if (r.power_limit_plan == "per_gpu" && !r.power_limits_mw.empty()) {
+    std::vector<double> w;
+    for (int64_t mw : r.power_limits_mw) {
+      w.push_back(mw_to_w(mw));
+    }
+    row("per-GPU limits",
+        fmt::format("{} W by rank (one limit would be {} W)", fmt::join(w, ", "),
+                    r.optimal_power_limit_mw ? fmt::format("{}", mw_to_w(*r.optimal_power_limit_mw))
+                                             : std::string("-")));
+    row("per-GPU plan saved (estimate)",
+        fmt::format("{:.1f} J and {:.1f} s vs the one limit", r.estimated_plan_energy_saving_j,
+                    r.estimated_plan_time_saving_s));
+    for (const auto& p : r.replans) {
+      row(fmt::format("re-planned (epoch {}, step {})", p.epoch + 1, p.step), p.reason);
+    }
   }
   return h + "</table>\n";
 }
