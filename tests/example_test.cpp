@@ -61,6 +61,38 @@ TEST(FashionMnistExample, RunsUnderZeusRunLegacyLocalRankAndSpawn) {
   }
 }
 
+// The run: 4 ranks under zeus run on simulated V100s, the third 20% slower. Per GPU
+// (the default), the job ends at the planner's limits and its second epoch (after profiling)
+// spends less energy in no more time than the same run with ZEUS_POWER_LIMIT_PLAN=global.
+TEST(FashionMnistExample, PerGpuLimitsUnderZeusRunSpendLessThanOneLimit) {
+  if (!have_data())
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  test::ScopedEnv params("ZEUS_PROFILE_PARAMS", "2,5");
+  const auto run = [&](const std::string& plan) {
+    test::ScopedEnv mode("ZEUS_POWER_LIMIT_PLAN", plan);
+    const auto r = test::run_process(
+        {ZEUS_CLI_PATH, "run", "--nproc-per-node", "4", "--standalone", "--omp-num-threads", "1",
+         ZEUS_EXAMPLE_PATH, "--epochs", "2", "--limit-train", "16384", "--target-accuracy", "0.99",
+         "--device", "sim:v100,v100,v100*1.2,v100:cifar100:1024", "--log-dir",
+         (dir / plan).string()});
+    EXPECT_EQ(r.exit_code, 0) << plan << ": " << r.out << r.err;
+    return nlohmann::json::parse(read_file(dir / plan / "zeus+bs256.train.json"));
+  };
+  const auto per_gpu = run("per_gpu");
+  const auto global = run("global");
+  EXPECT_EQ(per_gpu["power_limit_plan"], "per_gpu");
+  EXPECT_EQ(per_gpu["power_limits_w"], nlohmann::json({125.0, 125.0, 225.0, 125.0}));
+  EXPECT_EQ(global["power_limit_plan"], "global");
+  EXPECT_EQ(global["optimal_pl"], 175.0);
+  ASSERT_EQ(per_gpu["epochs"].size(), 2u);
+  ASSERT_EQ(global["epochs"].size(), 2u);
+  const auto& mine = per_gpu["epochs"][1];
+  const auto& theirs = global["epochs"][1];
+  EXPECT_LT(mine["train_energy"].get<double>(), 0.97 * theirs["train_energy"].get<double>());
+  EXPECT_LE(mine["train_time"].get<double>(), theirs["train_time"].get<double>());
+}
+
 TEST(FashionMnistExample, MissingDatasetIsAClearErrorBeforeTraining) {
   test::TempDir dir;
   const auto r = test::run_process({ZEUS_EXAMPLE_PATH, "--data", (dir / "no-such-dir").string(),
