@@ -69,21 +69,17 @@ TrainResult run(const World& w, const std::filesystem::path& dir) {
   return results[0];
 }
 
-double train_energy_from(const TrainResult& r, int first_epoch) {
-  double j = 0;
+// The train energy (J) and time (s) of the epochs from `first_epoch` on.
+struct Spent {
+  double energy_j = 0;
+  double time_s = 0;
+};
+Spent train_from(const TrainResult& r, int first_epoch) {
+  Spent s;
   for (const auto& e : r.epochs) {
     if (e.epoch >= first_epoch) {
-      j += e.train_energy_j;
-    }
-  }
-  return j;
-}
-
-double train_time_from(const TrainResult& r, int first_epoch) {
-  double s = 0;
-  for (const auto& e : r.epochs) {
-    if (e.epoch >= first_epoch) {
-      s += e.train_time_s;
+      s.energy_j += e.train_energy_j;
+      s.time_s += e.train_time_s;
     }
   }
   return s;
@@ -107,8 +103,8 @@ TEST(PerGpuJob, AStragglerJobEndsAtThePlanAndSpendsLessThanOneLimit) {
   EXPECT_TRUE(one.power_limits_mw.empty());
   EXPECT_EQ(one.optimal_power_limit_mw, std::optional<int64_t>(175'000));
   // After profiling (epoch 0), the plan spends less energy than the one limit, and no more time.
-  EXPECT_LT(train_energy_from(plan, 1), 0.97 * train_energy_from(one, 1));
-  EXPECT_LE(train_time_from(plan, 1), train_time_from(one, 1) * 1.0001);
+  EXPECT_LT(train_from(plan, 1).energy_j, 0.97 * train_from(one, 1).energy_j);
+  EXPECT_LE(train_from(plan, 1).time_s, train_from(one, 1).time_s * 1.0001);
   EXPECT_GT(plan.estimated_plan_energy_saving_j, 0);
   EXPECT_TRUE(plan.replans.empty());
   // The profile keeps Zeus's keys and adds each GPU's curve and the plan; zeus report shows it.
@@ -167,8 +163,8 @@ TEST(PerGpuJob, FollowsAGpuThatSlowsDownMidRun) {
   EXPECT_EQ(stay.power_limits_mw, std::vector<int64_t>(4, stay.power_limits_mw.front()));
   EXPECT_TRUE(stay.replans.empty());
   EXPECT_LT(follow.power_limits_mw[0], follow.power_limits_mw[3]);
-  EXPECT_LT(train_energy_from(follow, 3), train_energy_from(stay, 3));
-  EXPECT_LE(train_time_from(follow, 3), train_time_from(stay, 3) * 1.0001);
+  EXPECT_LT(train_from(follow, 3).energy_j, train_from(stay, 3).energy_j);
+  EXPECT_LE(train_from(follow, 3).time_s, train_from(stay, 3).time_s * 1.0001);
 }
 
 TEST(GpuPlan, BusyPowerIsWhatTheWindowLeavesAfterTheWaits) {
