@@ -119,6 +119,19 @@ TEST(PerGpuJob, AStragglerJobEndsAtThePlanAndSpendsLessThanOneLimit) {
   EXPECT_THAT(report::to_markdown(run_dir), HasSubstr("per-GPU limits [125,125,225,125] W saved"));
   EXPECT_THAT(report::to_html(run_dir), HasSubstr("125, 125, 225, 125 W by rank (one limit would "
                                                   "be 175 W)"));
+  // Measuring only, the saved curves say what the plan would save against the limit the GPUs
+  // run at (their maximum, restored); no limit is set.
+  test::ScopedEnv measure("ZEUS_MEASURE_ONLY", "true");
+  const TrainResult watched = run({.device = kStraggler}, dir / "plan");
+  EXPECT_TRUE(watched.measure_only);
+  EXPECT_EQ(watched.power_limit_plan, "measure_only");
+  EXPECT_EQ(watched.power_limits_mw, want);
+  EXPECT_GT(watched.estimated_plan_energy_saving_j, 0);
+  for (const auto& e : watched.epochs) {
+    EXPECT_EQ(e.power_limit_mw, 250'000);
+  }
+  EXPECT_THAT(contract::summary_line(watched),
+              HasSubstr("per-GPU limits [125,125,225,125] W would have saved"));
 }
 
 TEST(PerGpuJob, EqualGpusGetZeusChoiceAndASavedProfileIsPlannedWithoutProfiling) {

@@ -230,6 +230,13 @@ void bind_device(py::module_& m) {
       .def("run_gpu_steps", &Gpus::run_gpu_steps, py::arg("gpu"), py::arg("n"))
       .def("sim_gpu_now_s", &Gpus::sim_gpu_now_s, py::arg("gpu"))
       .def("sim_idle_until_s", &Gpus::sim_idle_until_s, py::arg("gpu"), py::arg("t_s"))
+      .def("sim_set_slowdown",
+           [](Gpus& g, int i, double slowdown) {
+             if (g.sim() == nullptr) {
+               throw ConfigError("only a simulated GPU can be slowed down");
+             }
+             g.sim()->set_slowdown(i, slowdown);
+           })
       .def("sim_idle_power_w",
            [](Gpus& g, int i) -> std::optional<double> {
              return g.sim() != nullptr ? std::optional(g.sim()->idle_power_w(i)) : std::nullopt;

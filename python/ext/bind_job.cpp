@@ -8,7 +8,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "bindings.h"
@@ -16,9 +15,10 @@
 #include "zeus/contract/train_result.h"
 #include "zeus/job/collectives.h"
 #include "zeus/job/energy_job.h"
+#include "zeus/job/gpu_plan.h"
 #include "zeus/job/job_options.h"
 #include "zeus/job/loader_pairing.h"
-#include "zeus/optimize/per_gpu_plan.h"
+#include "zeus/optimize/power_profile.h"
 
 namespace py = pybind11;
 
@@ -139,39 +139,39 @@ void bind_job(py::module_& m) {
       .def_readwrite("cuda_uuid", &job::RankDevice::cuda_uuid)
       .def_readwrite("synchronize", &job::RankDevice::synchronize);
 
-  // The per-GPU planner (optimize/per_gpu_plan.h) for the Python optimizer: `curves` as
-  // (idle_w, max_limit_mw, [(limit_mw, time_s, power_w), ...]) per GPU; `selector` as
-  // parse_selector reads it. Returns the plan and Zeus's single limit (None: no shared limit).
-  m.def(
-      "plan_per_gpu",
-      [](const std::vector<
-             std::tuple<double, int64_t, std::vector<std::tuple<int64_t, double, double>>>>& curves,
-         double eta, const std::string& selector) {
-        std::vector<optimize::GpuCurve> cs;
-        for (const auto& [idle, max_mw, points] : curves) {
-          optimize::GpuCurve c{{}, idle, max_mw};
-          for (const auto& [mw, t, w] : points) {
-            c.points.push_back({mw, t, w});
-          }
-          cs.push_back(std::move(c));
-        }
-        const optimize::CostModel cost = optimize::data_parallel_cost(cs, eta);
-        const optimize::SelectorOptions options = optimize::parse_selector(selector);
-        const auto to_dict = [](const optimize::PlanOutcome& o) {
-          py::dict d;
-          d["limits_mw"] = o.limits_mw;
-          d["energy_j"] = o.energy_j;
-          d["time_s"] = o.time_s;
-          d["cost"] = o.cost;
-          return d;
-        };
-        const auto single = optimize::plan_single_limit(cs, cost, options);
-        py::dict out;
-        out["per_gpu"] = to_dict(optimize::plan_per_gpu(cs, cost, options));
-        out["single"] = single ? py::object(to_dict(*single)) : py::object(py::none());
-        return out;
-      },
-      py::arg("curves"), py::arg("eta"), py::arg("selector"));
+  // A data-parallel job's per-GPU plan (job/gpu_plan.h) for the Python optimizer: the same
+  // curves from the profiling windows, the same plan and the same pace checks as zeus::DataLoader.
+  py::class_<job::GpuPlan>(m, "GpuPlan")
+      .def(py::init([](std::vector<double> idle_power_w, std::vector<int64_t> max_limit_mw,
+                       double eta, const std::string& selector) {
+             return job::GpuPlan(std::move(idle_power_w), std::move(max_limit_mw),
+                                 {.eta = eta, .selector = optimize::parse_selector(selector)});
+           }),
+           py::arg("idle_power_w"), py::arg("max_limit_mw"), py::arg("eta"), py::arg("selector"))
+      .def(
+          "add_window",
+          [](job::GpuPlan& p, int64_t limit_mw, int64_t iterations, double window_s,
+             const std::vector<double>& own_s, const std::vector<double>& energy_j) {
+            p.add_window(limit_mw, iterations, window_s, own_s, energy_j);
+          },
+          py::arg("limit_mw"), py::arg("iterations"), py::arg("window_s"), py::arg("own_s"),
+          py::arg("energy_j"))
+      .def(
+          "plan", [](job::GpuPlan& p) { return p.plan().limits_mw; },
+          "Makes the plan; returns each GPU's limit (mW).")
+      .def(
+          "observe",
+          [](job::GpuPlan& p, int64_t steps, const std::vector<double>& own_s) {
+            return p.observe(steps, own_s);
+          },
+          py::arg("steps"), py::arg("own_s"), "A pace check: why the plan changed, or None.")
+      .def_property_readonly("limits_mw", &job::GpuPlan::limits_mw)
+      .def_property_readonly("pace", &job::GpuPlan::pace)
+      // Per step under the model: the plan's and Zeus's one limit's (None: no shared limit).
+      .def_property_readonly("energy_j", [](job::GpuPlan& p) { return p.outcome().energy_j; })
+      .def_property_readonly("single_energy_j", [](job::GpuPlan& p) -> std::optional<double> {
+        return p.single() ? std::optional(p.single()->energy_j) : std::nullopt;
+      });
 
   m.def(
       "parse_bool",

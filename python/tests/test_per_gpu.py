@@ -28,13 +28,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_world(plan: str, tmp_path: Path) -> dict:
+def run_world(plan: str, tmp_path: Path, *extra: str, device: str = DEVICE) -> dict:
     env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               ZEUS_DEVICE=DEVICE, ZEUS_JOURNAL_DIR=str(tmp_path / f"journals-{plan}"))
+               ZEUS_DEVICE=device, ZEUS_JOURNAL_DIR=str(tmp_path / f"journals-{plan}"))
     procs = []
     for rank in (0, 1):
         procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), "--plan", plan],
+            [sys.executable, str(WORKER), "--plan", plan, *extra],
             env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
@@ -65,6 +65,22 @@ def test_two_ranks_agree_on_the_plan_and_spend_less_than_one_limit(job_env: Path
                                   rel=0.005)
     assert per_gpu["time_s"] / one["time_s"] == pytest.approx(
         want["per_gpu"]["time_s"] / want["global"]["time_s"], rel=0.005)
+
+
+def test_the_plan_follows_a_gpu_that_slows_down_mid_run(job_env: Path, tmp_path: Path) -> None:
+    """Two equal GPUs get Zeus's one limit; rank 1's GPU then becomes 30% slower (heat): within
+    two pace checks (200 steps) the plan lowers rank 0's limit, and spends less than staying."""
+    slow = ("--slow-rank", "1", "--slowdown", "1.3", "--after", "400")
+    follow = run_world("per_gpu", tmp_path, *slow, device="sim:v100,v100:cifar100:1024")
+    assert follow["first_limits_mw"][0] == follow["first_limits_mw"][1] == follow["single_mw"]
+    assert len(follow["replans"]) == 1
+    assert "GPU 1 now takes 1.30x its profiled step time" in follow["replans"][0]["reason"]
+    assert follow["limits_mw"][0] < follow["limits_mw"][1]
+    stay = run_world("per_gpu", tmp_path, *slow, "--no-follow",
+                     device="sim:v100,v100:cifar100:1024")
+    assert stay["limits_mw"] == stay["first_limits_mw"] == follow["first_limits_mw"]
+    assert sum(follow["energy_j"]) < sum(stay["energy_j"])
+    assert follow["time_s"] <= stay["time_s"] * 1.0001
 
 
 def test_on_one_process_it_is_the_global_optimizer(job_env: Path,

@@ -369,15 +369,19 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
     monitor of its own GPU (``ZeusMonitor(gpu_indices=[local_rank])``) and calls the callbacks
     at the same steps. Profiling is Zeus's (every GPU at each limit in turn, the same windows);
     each rank measures its own GPU's step time without the wait at the sync and its energy, the
-    ranks share them (all-reduce) and each makes the same plan (``zeus_cpp._core.plan_per_gpu``,
-    the exact optimum of the straggler model). ``optimal_power_limits`` then holds every rank's
-    limit (mW, by rank) and ``state.optimal_power_limit`` Zeus's single limit, which the profile
-    file keeps. On one process it is ``GlobalPowerLimitOptimizer``.
+    ranks share them (all-reduce) and each makes the same plan (``zeus_cpp._core.GpuPlan``, the
+    C++ loader's: the exact optimum of the straggler model). ``optimal_power_limits`` then holds
+    every rank's limit (mW, by rank) and ``state.optimal_power_limit`` Zeus's single limit,
+    which the profile file keeps. Every ``check_steps`` steps the ranks compare their step times
+    with their profile; a GPU whose pace changed (two checks agreeing, > 5%) gets the plan made
+    again, without profiling (``replans``). On one process it is ``GlobalPowerLimitOptimizer``.
 
     A rank's own step time: on simulated GPUs with a virtual clock, its GPU's trace time; on
-    real GPUs Python cannot see DDP's wait inside backward, so it is the window's time, and the
-    plan differs from Zeus's only where the GPUs' power differs (the C++ loader measures the wait).
+    real GPUs Python cannot see DDP's wait inside backward, so it is the wall time, and the plan
+    differs from Zeus's only where the GPUs' power differs (the C++ loader measures the wait).
     """
+
+    check_steps = 100
 
     def __init__(
         self,
@@ -390,71 +394,105 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
         profile_path: str | Path | None = None,
     ) -> None:
         self.optimal_power_limits: list[int] | None = None
+        self.replans: list[dict] = []
         self._world = _world_size()
         self._rank = _rank()
         self._per_gpu = self._world > 1
         self._own_from = 0.0
+        self._span_from = 0.0
+        self._span_steps = 0
+        self._plan: _core.GpuPlan | None = None
+        # Every rank's monitor holds its own GPU: Zeus's MAXPOWER is the world's.
+        optimum_selector = optimum_selector or ZeusCost(eta_knob=0.5, world_size=self._world)
         super().__init__(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
                          pl_step, profile_path)
         if self._per_gpu and len(monitor.gpu_indices) != 1:
             raise ValueError(
                 f"rank {self._rank}: PerGpuPowerLimitOptimizer needs a monitor of the rank's own "
                 f"GPU (ZeusMonitor(gpu_indices=[local_rank])), not {monitor.gpu_indices}")
-        self._selector, self._eta = _selector_text(self.optimum_selector)
-        self._points: list[list[tuple[int, float, float]]] = [[] for _ in range(self._world)]
-        self._idle_w = [0.0] * self._world
         if self._per_gpu and not self.measure_only:
+            selector, eta = _selector_text(self.optimum_selector)
             gpu = monitor.gpu_indices[0]
             sim_idle = self._gpus._gpus.sim_idle_power_w(gpu)
             mine = [0.0] * self._world
             # Before training the GPU waits: what it draws then is what it draws at the sync.
             mine[self._rank] = (sim_idle if sim_idle is not None
                                 else self._gpus.get_instant_power_usage(gpu) / 1000)
-            self._idle_w = _all_reduce(mine, "sum")
+            idle = _all_reduce(mine, "sum")
+            # MAXPOWER as the selector counts it (ZeusCost's world_size x the maximum limit),
+            # spread over the GPUs, so that equal GPUs get the selector's own choice.
+            gpus_counted = getattr(self.optimum_selector, "world_size", self._world)
+            share = max(self.power_limits) * gpus_counted // self._world
+            self._plan = _core.GpuPlan(idle, [share] * self._world, eta, selector)
+
+    def _own_now(self) -> float:
+        """This rank's own time so far (simulated: its steps' trace time; real: the wall)."""
+        import time
+
+        return self._own_s if self._gpus._gpus.virtual_clock else time.monotonic()
 
     def _start_profiling(self, limit_mw: int) -> None:
-        self._own_from = self._own_s
+        self._own_from = self._own_now()
         super()._start_profiling(limit_mw)
 
     def _measure_window(self, limit_mw: int) -> PowerLimitMeasurement:
-        if not self._per_gpu:
+        if self._plan is None:
             return super()._measure_window(limit_mw)
         m = self.monitor.end_window(self._window(limit_mw))
-        gpu = self.monitor.gpu_indices[0]
         own = [0.0] * self._world
         energy = [0.0] * self._world
-        own[self._rank] = (self._own_s - self._own_from if self._gpus._gpus.virtual_clock
-                           else m.time)
-        energy[self._rank] = m.gpu_energy[gpu]
+        own[self._rank] = self._own_now() - self._own_from
+        energy[self._rank] = m.gpu_energy[self.monitor.gpu_indices[0]]
         own = _all_reduce(own, "sum")
         energy = _all_reduce(energy, "sum")
         elapsed = max(_all_reduce([m.time], "max"))
-        for r in range(self._world):
-            t = min(max(own[r], 1e-9), max(elapsed, 1e-9))
-            busy_w = max(self._idle_w[r], (energy[r] - self._idle_w[r] * (elapsed - t)) / t)
-            self._points[r].append((limit_mw, t / self.profile_steps, busy_w))
+        self._plan.add_window(limit_mw, self.profile_steps, elapsed, own, energy)
         logger.info("Profiled %d W: %.2f J in %.3f s; own step times %s s", limit_mw // 1000,
                     sum(energy), elapsed,
                     ", ".join(f"{o / self.profile_steps:.4f}" for o in own))
         return PowerLimitMeasurement(limit_mw // 1000, sum(energy), elapsed)
 
     def _settle(self) -> None:
-        if not self._per_gpu:
+        if self._plan is None:
             super()._settle()
             return
         optimal = self._compute_optimal_power_limit()
         self.state = Done(optimal_power_limit=optimal)
-        high = max(self.power_limits)
-        plan = _core.plan_per_gpu([(self._idle_w[r], high, self._points[r])
-                                   for r in range(self._world)], self._eta, self._selector)
-        self.optimal_power_limits = list(plan["per_gpu"]["limits_mw"])
-        single = plan["single"]
+        self.optimal_power_limits = list(self._plan.plan())
+        single = self._plan.single_energy_j
         logger.info("Per-GPU power limits %s W (by rank)%s",
                     [mw // 1000 for mw in self.optimal_power_limits],
-                    f"; the plan saves {100 * (1 - plan['per_gpu']['energy_j'] / single['energy_j']):.1f}% "
-                    "energy per step against Zeus's one limit" if single else "")
+                    f"; the plan saves {100 * (1 - self._plan.energy_j / single):.1f}% energy "
+                    "per step against Zeus's one limit" if single else "")
         self._set_power_limit(self.optimal_power_limits[self._rank])
+        self._span_from, self._span_steps = self._own_now(), 0
         self._save_profile()
+
+    def on_step_begin(self) -> None:
+        """A training step begins; every ``check_steps`` steps at the plan, a pace check
+        (collective)."""
+        planned = self.optimal_power_limits is not None
+        super().on_step_begin()  # runs the previous step on a simulated clock
+        if not planned:
+            return
+        self._span_steps += 1
+        if self._span_steps < self.check_steps:
+            return
+        own = [0.0] * self._world
+        own[self._rank] = self._own_now() - self._span_from
+        own = _all_reduce(own, "sum")
+        steps = self._span_steps
+        self._span_from, self._span_steps = self._own_now(), 0
+        reason = self._plan.observe(steps, own)
+        if reason is None:
+            return
+        before = self.optimal_power_limits
+        self.optimal_power_limits = list(self._plan.limits_mw)
+        self.replans.append({"reason": reason, "power_limits_mw": self.optimal_power_limits})
+        logger.info("%s; per-GPU limits %s W (were %s W), not profiled again", reason,
+                    [mw // 1000 for mw in self.optimal_power_limits],
+                    [mw // 1000 for mw in before])
+        self._set_power_limit(self.optimal_power_limits[self._rank])
 
 
 def _close_keeper(keeper: _core.LimitKeeper) -> None:

@@ -234,15 +234,17 @@ std::string summary_line(const TrainResult& r) {
                         r.estimated_time_saving_s >= 0 ? "gained" : "lost",
                         std::abs(r.estimated_time_saving_s));
   }
-  if (r.power_limit_plan == "per_gpu" && !r.power_limits_mw.empty()) {
+  if (r.power_limit_plan != "global" && !r.power_limits_mw.empty()) {
     std::string limits;
     for (int64_t mw : r.power_limits_mw) {
       limits += fmt::format("{}{}", limits.empty() ? "" : ",", mw_to_w(mw));
     }
-    line += fmt::format("; per-GPU limits [{}] W saved {:.1f} J and {} {:.1f} s vs one limit{}",
-                        limits, r.estimated_plan_energy_saving_j,
+    const bool set = r.power_limit_plan == "per_gpu";
+    line += fmt::format("; per-GPU limits [{}] W {} {:.1f} J and {} {:.1f} s vs {}{}", limits,
+                        set ? "saved" : "would have saved", r.estimated_plan_energy_saving_j,
                         r.estimated_plan_time_saving_s >= 0 ? "gained" : "lost",
                         std::abs(r.estimated_plan_time_saving_s),
+                        set ? "one limit" : "the limit they ran at",
                         r.replans.empty() ? "" : fmt::format(" ({} re-plan(s))", r.replans.size()));
   }
   return line;

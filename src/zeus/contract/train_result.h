@@ -77,7 +77,9 @@ struct TrainResult {
   std::vector<EpochRecord> epochs;
   std::vector<WindowRecord> windows;
   // Data-parallel jobs: "per_gpu" (one limit per GPU, power_limits_mw in global rank order, what
-  // the GPUs ran at when the job ended) or "global" (Zeus's one limit).
+  // the GPUs ran at when the job ended), "global" (Zeus's one limit), or "measure_only" (no
+  // limit set: power_limits_mw is what a saved profile's per-GPU plan would have set, and the
+  // savings are against the limit the GPUs ran at).
   std::string power_limit_plan = "global";
   std::vector<int64_t> power_limits_mw;
   // Estimated from the profile for the iterations run at the per-GPU plan: what it saved against

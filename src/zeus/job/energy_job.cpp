@@ -89,6 +89,13 @@ class EnergyJob::Impl {
     });
     if (o_.measure_only) {
       announce_profiling(o_, ranks_, nullptr, false, current_limit_mw_);
+      if (o_.per_gpu_limits && ranks_.world_size > 1) {
+        planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
+        const auto saved = planned_ ? load_and_share_profile(o_, coll_) : std::nullopt;
+        if (!saved || !planned_->estimate_only(*saved, current_limit_mw_)) {
+          planned_.reset();  // no curves of this job: nothing to say what a plan would save
+        }
+      }
       return;
     }
     optimize::ProfilerOptions popts;

@@ -100,6 +100,32 @@ const std::vector<int64_t>& PlannedLimits::make_plan(int epoch) {
   return plan_.limits_mw();
 }
 
+bool PlannedLimits::estimate_only(const optimize::PowerProfile& saved, int64_t limit_mw) {
+  if (!load(saved)) {
+    return false;
+  }
+  const auto& curves = plan_.curves();
+  for (const auto& c : curves) {
+    if (std::none_of(c.points.begin(), c.points.end(),
+                     [&](const auto& p) { return p.limit_mw == limit_mw; })) {
+      return false;
+    }
+  }
+  const std::vector<int64_t> all(curves.size(), limit_mw);
+  baseline_ = optimize::evaluate_plan(curves, all, optimize::CostModel(0.5, 1.0));
+  first_plan_mw_ = plan_.plan().limits_mw;
+  planned_ = true;
+  follow_pace_ = false;  // nothing is set, so nothing follows
+  if (ranks_.is_master()) {
+    logger().info(
+        "measure-only: from the saved per-GPU curves, limits [{}] W would spend {:.1f}% less "
+        "energy per step than every GPU at {} W; none is set",
+        fmt::join(watts(plan_.limits_mw()), ", "),
+        100 * (1 - plan_.outcome().energy_j / baseline_->energy_j), mw_to_w(limit_mw));
+  }
+  return true;
+}
+
 void PlannedLimits::start_span(std::chrono::nanoseconds own_now) {
   span_from_ = own_now;
   span_steps_ = 0;
@@ -111,10 +137,12 @@ bool PlannedLimits::step() {
   }
   ++steps_;
   ++span_steps_;
-  // The plan's own estimate per step: what one limit would have cost these GPUs at their pace.
-  if (const auto& one = plan_.single()) {
-    saving_j_ += one->energy_j - plan_.outcome().energy_j;
-    saving_s_ += one->time_s - plan_.outcome().time_s;
+  // The plan's own estimate per step: what one limit would have cost these GPUs at their pace
+  // (measuring only: the limit they run at).
+  const std::optional<optimize::PlanOutcome>& against = baseline_ ? baseline_ : plan_.single();
+  if (against) {
+    saving_j_ += against->energy_j - plan_.outcome().energy_j;
+    saving_s_ += against->time_s - plan_.outcome().time_s;
   }
   return follow_pace_ && span_steps_ >= kDriftCheckSteps;
 }
@@ -147,7 +175,7 @@ void PlannedLimits::fill(contract::TrainResult& result) const {
   if (!planned_) {
     return;
   }
-  result.power_limit_plan = "per_gpu";
+  result.power_limit_plan = baseline_ ? "measure_only" : "per_gpu";
   result.power_limits_mw = plan_.limits_mw();
   result.estimated_plan_energy_saving_j = saving_j_;
   result.estimated_plan_time_saving_s = saving_s_;

@@ -42,6 +42,10 @@ class PlannedLimits {
   bool load(const optimize::PowerProfile& saved);
   // Makes the plan and says so (master); returns each rank's limit.
   const std::vector<int64_t>& make_plan(int epoch);
+  // Measure-only: the saved curves' plan is made but never set, and the steps count what it
+  // would save against every GPU at `limit_mw`, the limit they run at. False when the curves are
+  // not this job's or lack that limit.
+  bool estimate_only(const optimize::PowerProfile& saved, int64_t limit_mw);
   bool planned() const { return planned_; }
 
   // A train loop began at the sync point where this rank's own time was `own_now`.
@@ -64,6 +68,8 @@ class PlannedLimits {
   GpuPlan plan_;
   bool planned_ = false;
   bool follow_pace_ = true;
+  // Measure-only: what the steps are compared with (every GPU at the limit it runs at).
+  std::optional<optimize::PlanOutcome> baseline_;
   std::vector<int64_t> first_plan_mw_;  // what profiling chose (the profile file keeps it)
   std::chrono::nanoseconds span_from_{0};
   int64_t span_steps_ = 0;

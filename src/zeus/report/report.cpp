@@ -84,7 +84,8 @@ std::string summary_html(const contract::TrainResult& r) {
         fmt::format("{:.1f} J and {:.1f} s vs the maximum limit", r.estimated_energy_saving_j,
                     r.estimated_time_saving_s));
   }
-  if (r.power_limit_plan == "per_gpu" && !r.power_limits_mw.empty()) {
+  if (r.power_limit_plan != "global" && !r.power_limits_mw.empty()) {
+    const bool set = r.power_limit_plan == "per_gpu";
     std::vector<double> w;
     for (int64_t mw : r.power_limits_mw) {
       w.push_back(mw_to_w(mw));
@@ -93,9 +94,10 @@ std::string summary_html(const contract::TrainResult& r) {
         fmt::format("{} W by rank (one limit would be {} W)", fmt::join(w, ", "),
                     r.optimal_power_limit_mw ? fmt::format("{}", mw_to_w(*r.optimal_power_limit_mw))
                                              : std::string("-")));
-    row("per-GPU plan saved (estimate)",
-        fmt::format("{:.1f} J and {:.1f} s vs the one limit", r.estimated_plan_energy_saving_j,
-                    r.estimated_plan_time_saving_s));
+    row(set ? "per-GPU plan saved (estimate)" : "per-GPU plan would have saved (measure-only)",
+        fmt::format("{:.1f} J and {:.1f} s vs {}", r.estimated_plan_energy_saving_j,
+                    r.estimated_plan_time_saving_s,
+                    set ? "the one limit" : "the limit they ran at"));
     for (const auto& p : r.replans) {
       row(fmt::format("re-planned (epoch {}, step {})", p.epoch + 1, p.step), p.reason);
     }
