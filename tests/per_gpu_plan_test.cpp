@@ -1,5 +1,6 @@
 #include "zeus/optimize/per_gpu_plan.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -160,6 +161,31 @@ TEST(PerGpuPlan, MatchesBruteForceOnRandomMixes) {
     }
   }
   EXPECT_EQ(checked, 1500);
+}
+
+TEST(PerGpuPlan, TheProfileFileKeepsEachGpusCurveAndThePlan) {
+  PowerProfile p;
+  p.global_batch_size = 256;
+  p.train[200'000] = {200'000, 5.0, 400};
+  p.optimal_power_limit_mw = 200'000;
+  p.per_gpu = {two_limit_gpu(1.0), two_limit_gpu(1.5)};
+  p.optimal_per_gpu_mw = {100'000, 200'000};
+  const std::string text = to_json(p);
+  const PowerProfile back = power_profile_from_json(text, "bs256.power.json");
+  EXPECT_EQ(back.per_gpu.size(), 2u);
+  for (size_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(back.per_gpu[g].idle_power_w, p.per_gpu[g].idle_power_w);
+    EXPECT_EQ(back.per_gpu[g].max_limit_mw, p.per_gpu[g].max_limit_mw);
+    EXPECT_THAT(back.per_gpu[g].points, ::testing::UnorderedElementsAreArray(p.per_gpu[g].points));
+  }
+  EXPECT_EQ(back.optimal_per_gpu_mw, p.optimal_per_gpu_mw);
+  // Zeus's keys are unchanged: a file without the per-GPU part reads as before.
+  EXPECT_TRUE(power_profile_from_json(
+                  to_json(PowerProfile{256, "", p.train, 200'000, {}, {}, {}, {}}), "zeus")
+                  .per_gpu.empty());
+  std::string bad = text;
+  bad.replace(bad.find("\"optimal_pl_per_gpu\""), 20, "\"optimal_pl_per_gpx\"");
+  EXPECT_THROW(power_profile_from_json(bad, "bs256.power.json"), ConfigError);
 }
 
 }  // namespace
