@@ -1,6 +1,7 @@
 // A zeus-cpp training job of an unprivileged user, with ZEUSD_SOCK_PATH: `zeus run` and
 // zeus::DataLoader (support/loader_worker.cpp, 2 ranks) profile the power limits through zeusd,
-// on a fake NVML that refuses the job's own setters, and every GPU ends at its original limit.
+// on a fake NVML that refuses the job's own setters, per GPU (docs/per-gpu-limits.md), and every
+// GPU ends at its original limit.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -53,6 +54,8 @@ TEST(ZeusdJob, AnUnprivilegedTrainingJobProfilesThroughTheDaemonAndRestores) {
         << "GPU " << g;
   }
   EXPECT_TRUE(fs::exists(log / "bs8.power.json"));
+  // Two ranks plan their GPUs' limits one by one (equal GPUs: Zeus's choice, set per GPU).
+  EXPECT_THAT(r.out, HasSubstr("per-GPU power limits [")) << r.out;
 }
 
 }  // namespace
