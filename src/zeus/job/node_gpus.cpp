@@ -214,9 +214,6 @@ void NodeGpus::take_node_gpus(const std::vector<int>& gpu_of_rank, const std::ve
     }
     gpus_ = std::move(gpus);
   }
-  for (int g : owned_) {
-    idle_power_w_.push_back(sim_ != nullptr ? sim_->idle_power_w(g) : mw_to_w(gpus_->power_mw(g)));
-  }
   range_ = gpus_->power_limit_constraints_mw(owned_.front());
   for (int g : owned_) {
     const auto r = gpus_->power_limit_constraints_mw(g);

@@ -58,10 +58,8 @@ class NodeGpus {
   const std::vector<int>& owned() const { return owned_; }
   const RankInfo& ranks() const { return ranks_; }
   // Local master: the global rank that trains on each owned GPU (owned()'s order), -1 for a GPU
-  // two ranks share; and what each draws idle, W (the simulator's model; a real GPU's reading
-  // when the job opened it, before training: what it draws while it waits at the sync).
+  // two ranks share.
   const std::vector<int>& owned_ranks() const { return owned_ranks_; }
-  const std::vector<double>& idle_power_w() const { return idle_power_w_; }
 
   // Simulated GPUs (one per local rank; every rank holds them, for its clock): null on real GPUs.
   bool simulated() const { return sim_ != nullptr; }
@@ -79,7 +77,6 @@ class NodeGpus {
   device::sim::SimGpuSet* sim_ = nullptr;
   std::vector<int> owned_;  // indices into gpus_
   std::vector<int> owned_ranks_;
-  std::vector<double> idle_power_w_;
   PowerLimitRange range_;
 };
 

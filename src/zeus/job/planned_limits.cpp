@@ -7,6 +7,7 @@
 
 #include "zeus/common/logging.h"
 #include "zeus/common/units.h"
+#include "zeus/device/sim/sim_gpu_set.h"
 
 namespace zeus::job {
 
@@ -23,9 +24,11 @@ std::vector<double> watts(const std::vector<int64_t>& limits_mw) {
 }  // namespace
 
 // [idle_w x W, 1 x W]: each GPU's idle power at its rank, and which ranks have a GPU of their
-// own (a shared GPU cannot take two limits).
+// own (a shared GPU cannot take two limits). Idle power is the simulator's model, or a real GPU's
+// reading now, before training: what it draws while it waits at the sync. Read only by jobs that
+// plan per GPU.
 std::unique_ptr<PlannedLimits> PlannedLimits::make(const ResolvedJobOptions& options,
-                                                   Collectives& collectives, const NodeGpus& gpus,
+                                                   Collectives& collectives, NodeGpus& gpus,
                                                    PowerLimitRange range) {
   const RankInfo ranks = collectives.ranks();
   const auto w = static_cast<size_t>(ranks.world_size);
@@ -34,7 +37,9 @@ std::unique_ptr<PlannedLimits> PlannedLimits::make(const ResolvedJobOptions& opt
     for (size_t k = 0; k < gpus.owned_ranks().size(); ++k) {
       const int r = gpus.owned_ranks()[k];
       if (r >= 0 && static_cast<size_t>(r) < w) {
-        slots[static_cast<size_t>(r)] = gpus.idle_power_w()[k];
+        const int g = gpus.owned()[k];
+        slots[static_cast<size_t>(r)] = gpus.simulated() ? gpus.sim_gpus()->idle_power_w(g)
+                                                         : mw_to_w(gpus.gpu_set()->power_mw(g));
         slots[w + static_cast<size_t>(r)] = 1;
       }
     }

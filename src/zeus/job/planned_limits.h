@@ -33,7 +33,7 @@ class PlannedLimits {
   // Null on every rank when a GPU is shared by two ranks (the master says so once): the job then
   // plans Zeus's one limit.
   static std::unique_ptr<PlannedLimits> make(const ResolvedJobOptions& options,
-                                             Collectives& collectives, const NodeGpus& gpus,
+                                             Collectives& collectives, NodeGpus& gpus,
                                              PowerLimitRange range);
 
   // A profiling window closed at `limit_mw` (every GPU at it) after `iterations` steps.
