@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -315,6 +316,52 @@ TEST_F(CliTest, SimulatePolicyFidelityAndExplain) {
 // The two examples, checked against the trace rows by hand (eta 0.5): cifar100 at 1024,
 // V100 at 125 W takes 9.216667 s/epoch at 109.2969 W, at 200 W 7.843333 s at 159.2493 W (the
 // adadelta rows); the 15% slower GPU at 200 W sets the pace, 7.843333 x 1.15 = 9.019833 s.
+TEST_F(CliTest, SimulateCarbonReplaysJobsUnderTheTrace) {
+  const auto flat = dir_ / "flat.csv";
+  write_file_atomic(flat,
+                    "datetime,carbonIntensity\n2024-04-15T00:00:00Z,750\n"
+                    "2024-04-15T01:00:00Z,750\n");
+  auto r = zeus({"simulate", "--carbon", flat.string(), "--gpu", "v100", "--workload", "cifar100",
+                 "--recurrences", "2", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["jobs"].size(), 1u);
+  auto job = j["jobs"][0];
+  EXPECT_EQ(job["recurrences"], 2);
+  EXPECT_EQ(job["rule_limits_w"], nlohmann::json::array({job["zeus_limit_w"]}));
+  // gCO2eq = J / 3.6e6 x 750 at every hour.
+  EXPECT_NEAR(job["zeus"]["amount"].get<double>(),
+              job["zeus"]["energy_j"].get<double>() / 3.6e6 * 750, 1e-6);
+  EXPECT_NEAR(job["amount_saving"].get<double>(), 0.0, 1e-12);
+  // The solar grid's day against its own mean: the rule moves and saves carbon.
+  r = zeus({"simulate", "--carbon", ZEUS_SOURCE_DIR "/bench/grid/caiso_spring_day.csv",
+            "--max-signal", "mean", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["jobs"].size(), 24u);
+  double zeus_g = 0;
+  double rule_g = 0;
+  for (const auto& x : j["jobs"]) {
+    zeus_g += x["zeus"]["amount"].get<double>();
+    rule_g += x["rule"]["amount"].get<double>();
+  }
+  EXPECT_LT(rule_g, zeus_g);
+  r = zeus(
+      {"simulate", "--price", ZEUS_SOURCE_DIR "/bench/grid/caiso_price_day.csv", "--gpu", "a40"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("$ saved"));
+  for (const auto& bad : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"simulate", "--carbon", "/nonexistent.csv"}, "/nonexistent.csv"},
+           {{"simulate", "--carbon", flat.string(), "--price", flat.string()}, "not both"},
+           {{"simulate", "--carbon", flat.string(), "--max-signal", "banana"}, "--max-signal"},
+           {{"simulate", "--price", flat.string()}, "price_per_kwh"},
+           {{"simulate", "--carbon", flat.string(), "--interval", "0s"}, "--interval"}}) {
+    r = zeus(bad.first);
+    EXPECT_EQ(r.code, 2) << bad.second;
+    EXPECT_THAT(r.err, HasSubstr(bad.second));
+  }
+}
+
 TEST_F(CliTest, SimulateDataParallelPlansPerGpu) {
   auto r = zeus({"simulate", "--dp", "v100,v100,v100,v100*1.15", "--workload", "cifar100",
                  "--batch-size", "1024", "--format", "json"});

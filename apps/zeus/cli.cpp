@@ -104,6 +104,24 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                            "(*1.15: 15% slower): Zeus's single limit against per-GPU limits");
   simulate_cmd->add_option("--batch-size", simulate.batch_size,
                            "With --dp: each GPU's batch size (default: the workload's)");
+  simulate_cmd->add_option("--carbon", simulate.carbon,
+                           "Carbon-intensity trace (CSV datetime,carbonIntensity or "
+                           "ElectricityMaps JSON): Zeus's fixed limit against the rule that "
+                           "follows it, jobs back to back from its first hour");
+  simulate_cmd->add_option("--price", simulate.price,
+                           "Electricity-price trace (CSV datetime,price_per_kwh), as --carbon");
+  simulate_cmd->add_option("--max-signal", simulate.max_signal,
+                           "The rule's reference S_max: a number, or the trace's mean or max "
+                           "(default 750 gCO2eq/kWh, Chase's; for --price the trace's max)");
+  simulate_cmd
+      ->add_option("--interval", simulate.interval,
+                   "With --carbon/--price: the rule chooses again at least this often")
+      ->capture_default_str();
+  simulate_cmd
+      ->add_option("--relative-change", simulate.relative_change,
+                   "With --carbon/--price: ... and when the signal moved by more than "
+                   "this fraction")
+      ->capture_default_str();
 
   RestoreLimitsCommandOptions restore;
   CLI::App* restore_cmd = app.add_subcommand(

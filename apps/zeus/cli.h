@@ -54,6 +54,15 @@ struct SimulateCommandOptions {
   // per-GPU plan for --workload at --batch-size (each GPU's; 0: the workload's default).
   std::string dp;
   int64_t batch_size = 0;
+  // Grid: the recurring jobs under a carbon-intensity (or price) trace, Zeus's fixed limit
+  // against the rule that follows the signal (simulate_grid_command.cpp).
+  std::string carbon;
+  std::string price;
+  // S_max: a number, "mean" or "max" of the trace; empty: 750 gCO2eq/kWh, or the price trace's
+  // maximum.
+  std::string max_signal;
+  std::string interval = "30m";   // the rule chooses again at least this often
+  double relative_change = 0.10;  // ... and when the signal moved by more than this
 };
 
 struct ReportCommandOptions {
@@ -105,6 +114,8 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 // zeus simulate --dp (simulate_dp_command.cpp).
 int run_simulate_dp(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
+// zeus simulate --carbon/--price (simulate_grid_command.cpp).
+int run_simulate_grid(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
 // Serves until SIGINT or SIGTERM; kExitUsage when the database or address cannot be used.
 int run_bso_server(const BsoServerCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -224,6 +224,9 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
 }  // namespace
 
 int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (!o.carbon.empty() || !o.price.empty()) {
+    return run_simulate_grid(o, out, err);
+  }
   if (!o.dp.empty() || o.batch_size != 0) {
     return run_simulate_dp(o, out, err);
   }

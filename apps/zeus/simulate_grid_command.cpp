@@ -1,0 +1,200 @@
+// zeus simulate --carbon/--price: the paper's recurring jobs back to back from a signal trace's
+// first hour, Zeus's fixed power limit against the rule that follows the signal
+// (sim/grid_replay.h): carbon (or money), energy and time, per job and overall.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli.h"
+#include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
+#include "zeus/common/units.h"
+#include "zeus/grid/signal_trace.h"
+#include "zeus/sim/grid_replay.h"
+#include "zeus/trace/power_trace.h"
+#include "zeus/trace/train_trace.h"
+
+namespace zeus::cli {
+namespace {
+
+nlohmann::json run_json(const sim::GridRun& r) {
+  return {{"time_s", r.time_s},
+          {"energy_j", r.energy_j},
+          {"amount", r.amount},
+          {"limit_changes", r.limit_changes}};
+}
+
+nlohmann::json result_json(const sim::GridReplayResult& r) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const auto& j : r.jobs) {
+    jobs.push_back({{"zeus", run_json(j.zeus)}, {"rule", run_json(j.rule)}});
+  }
+  return {{"gpu", r.gpu},
+          {"workload", r.workload},
+          {"batch_size", r.batch_size},
+          {"epochs", r.epochs},
+          {"zeus_limit_w", r.zeus_limit_w},
+          {"rule_limits_w", r.rule_limits_w},
+          {"recurrences", r.jobs.size()},
+          {"zeus", run_json(r.zeus_total())},
+          {"rule", run_json(r.rule_total())},
+          {"amount_saving", r.amount_saving()},
+          {"energy_saving", r.energy_saving()},
+          {"time_change", r.time_change()},
+          {"jobs", jobs}};
+}
+
+}  // namespace
+
+int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
+  std::vector<sim::GridReplayResult> results;
+  grid::SignalKind kind = grid::SignalKind::kCarbonIntensity;
+  double signal_max = 0;
+  std::string trace_path;
+  try {
+    if (!o.carbon.empty() && !o.price.empty()) {
+      throw ConfigError("--carbon and --price: give one signal, not both");
+    }
+    if (!o.dp.empty()) {
+      throw ConfigError("--dp with --carbon/--price: the grid replay runs one GPU per job");
+    }
+    if (!(o.eta >= 0.0 && o.eta <= 1.0)) {
+      throw ConfigError(fmt::format("--eta {} is outside [0, 1]", o.eta));
+    }
+    if (o.recurrences == 0 || o.recurrences < -1) {
+      throw ConfigError(fmt::format("--recurrences {} must be at least 1", o.recurrences));
+    }
+    if (!(o.relative_change >= 0)) {
+      throw ConfigError(fmt::format("--relative-change {} is negative", o.relative_change));
+    }
+    kind =
+        o.carbon.empty() ? grid::SignalKind::kElectricityPrice : grid::SignalKind::kCarbonIntensity;
+    trace_path = o.carbon.empty() ? o.price : o.carbon;
+    const grid::SignalTrace signal = grid::SignalTrace::load(trace_path, kind);
+    if (o.max_signal == "mean") {
+      signal_max = signal.mean();
+    } else if (o.max_signal == "max" ||
+               (o.max_signal.empty() && kind == grid::SignalKind::kElectricityPrice)) {
+      signal_max = signal.max();
+    } else if (o.max_signal.empty()) {
+      signal_max = 750.0;  // Chase's max_carbon
+    } else {
+      const auto v = parse_number<double>(o.max_signal);
+      if (!v || !(*v > 0)) {
+        throw ConfigError(
+            fmt::format("--max-signal '{}': expected a number > 0, mean or max", o.max_signal));
+      }
+      signal_max = *v;
+    }
+    if (!(signal_max > 0)) {
+      throw ConfigError(fmt::format("{}: every price is 0; give --max-signal", trace_path));
+    }
+    sim::GridReplayOptions options;
+    options.eta = o.eta;
+    options.signal_max = signal_max;
+    options.interval = parse_duration(o.interval, "--interval");
+    if (options.interval.count() <= 0) {
+      throw ConfigError("--interval must be positive");
+    }
+    options.relative_change = o.relative_change;
+    options.recurrences = std::max(o.recurrences, 0);
+    options.batch_size = o.batch_size;
+
+    std::vector<std::string> gpus;
+    if (o.gpu == "all") {
+      for (const auto g : trace::trace_gpu_models()) {
+        gpus.emplace_back(g);
+      }
+    } else {
+      if (std::find(trace::trace_gpu_models().begin(), trace::trace_gpu_models().end(), o.gpu) ==
+          trace::trace_gpu_models().end()) {
+        throw ConfigError(fmt::format("--gpu '{}': choose v100, a40, p100, rtx6000 or all", o.gpu));
+      }
+      gpus.push_back(o.gpu);
+    }
+    std::vector<const sim::Job*> jobs;
+    if (o.workload == "all") {
+      for (const auto& job : trace::all_workloads()) {
+        jobs.push_back(&job);
+      }
+    } else {
+      jobs.push_back(&trace::find_workload(o.workload));
+    }
+    const std::filesystem::path dir =
+        o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);
+    const trace::TrainTrace train = trace::TrainTrace::load(dir / "summary_train.csv");
+    for (const auto& gpu : gpus) {
+      const trace::PowerTrace power =
+          trace::PowerTrace::load(dir / fmt::format("summary_power_{}.csv", gpu));
+      for (const sim::Job* job : jobs) {
+        const sim::WorkloadModel model(gpu, *job, power, train);
+        results.push_back(sim::replay_grid(model, signal, options));
+      }
+    }
+  } catch (const Error& e) {
+    err << "zeus simulate: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+
+  const bool carbon = kind == grid::SignalKind::kCarbonIntensity;
+  const char* amount_name = carbon ? "gCO2eq" : "$";
+  if (o.format == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : results) {
+      all.push_back(result_json(r));
+    }
+    out << nlohmann::json{{"signal", carbon ? "carbon_intensity" : "electricity_price"},
+                          {"trace", trace_path},
+                          {"signal_max", signal_max},
+                          {"eta", o.eta},
+                          {"interval", o.interval},
+                          {"jobs", all}}
+               .dump(2)
+        << "\n";
+    return kExitOk;
+  }
+  out << fmt::format(
+      "zeus simulate: {} from {} (S_max {:g} {}), eta {}, the rule chooses again every {} or "
+      "when the signal moves > {:g}%; Zeus's fixed limit against the rule, jobs back to back\n",
+      grid::to_string(kind), trace_path, signal_max, grid::unit(kind), o.eta, o.interval,
+      100 * o.relative_change);
+  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>16} {:>12} {:>12} {:>12}\n", "gpu",
+                     "workload", "bs", "jobs", "zeus W", "rule W",
+                     fmt::format("{} saved", amount_name), "energy saved", "time change",
+                     fmt::format("zeus {}", amount_name));
+  double zeus_amount = 0;
+  double rule_amount = 0;
+  double zeus_energy = 0;
+  double rule_energy = 0;
+  double zeus_time = 0;
+  double rule_time = 0;
+  for (const auto& r : results) {
+    const auto z = r.zeus_total();
+    const auto g = r.rule_total();
+    zeus_amount += z.amount;
+    rule_amount += g.amount;
+    zeus_energy += z.energy_j;
+    rule_energy += g.energy_j;
+    zeus_time += z.time_s;
+    rule_time += g.time_s;
+    const std::string rule_w =
+        r.rule_limits_w.size() == 1
+            ? std::to_string(r.rule_limits_w.front())
+            : fmt::format("{}-{}", r.rule_limits_w.front(), r.rule_limits_w.back());
+    out << fmt::format(
+        "{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>15.1f}% {:>11.1f}% {:>+11.1f}% "
+        "{:>12.4g}\n",
+        r.gpu, r.workload, r.batch_size, r.jobs.size(), r.zeus_limit_w, rule_w,
+        100 * r.amount_saving(), 100 * r.energy_saving(), 100 * r.time_change(), z.amount);
+  }
+  out << fmt::format(
+      "overall ({} jobs): {} saved {:.2f}%, energy saved {:.2f}%, time change {:+.2f}%\n",
+      results.size(), amount_name, 100 * (1 - rule_amount / zeus_amount),
+      100 * (1 - rule_energy / zeus_energy), 100 * (rule_time / zeus_time - 1));
+  return kExitOk;
+}
+
+}  // namespace zeus::cli

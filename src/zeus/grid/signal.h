@@ -1,0 +1,57 @@
+// The grid's signal: what a joule costs right now, as carbon intensity (gCO2eq/kWh) or as the
+// price of electricity ($/kWh), from a trace file or a provider's API (grid/*.h). The rule that
+// follows it is pure and lives in optimize/grid_rule.h.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace zeus::grid {
+
+enum class SignalKind {
+  kCarbonIntensity,   // gCO2eq/kWh
+  kElectricityPrice,  // $/kWh
+};
+// "carbon intensity" / "electricity price".
+std::string_view to_string(SignalKind kind);
+// "gCO2eq/kWh" / "$/kWh".
+std::string_view unit(SignalKind kind);
+// What one joule at `signal` amounts to: grams of CO2eq or dollars (J / 3.6e6 kWh x signal).
+inline double amount_of(double energy_j, double signal) {
+  return energy_j / 3.6e6 * signal;
+}
+
+using Clock = std::chrono::system_clock;
+
+// One reading of a provider.
+struct SignalReading {
+  double value = 0;
+  // The time the value is for (the row's hour, the API's `datetime`).
+  Clock::time_point valid_from;
+  // The provider's value for the next interval, when it has one (a trace's next row).
+  std::optional<double> next_value;
+};
+
+// Contract: read() gives the value in force at `now` or throws (IoError: unreachable, a timeout,
+// a status other than 200; ConfigError: a reply or file that is not what the provider reads),
+// naming the source. May block for the provider's timeout: callers that must not block (a
+// training step) read through SignalPoller (poller.h). Not thread-safe.
+class SignalProvider {
+ public:
+  virtual ~SignalProvider() = default;
+  virtual SignalKind kind() const = 0;
+  // For log lines: "trace /data/ci.csv", "ElectricityMaps at https://... (lat,lon)".
+  virtual std::string describe() const = 0;
+  virtual SignalReading read(Clock::time_point now) = 0;
+};
+
+// ISO 8601 in UTC as ElectricityMaps and its CSV exports write it: "2024-09-24T03:00:00.000Z",
+// "2022-10-20T06:20:00+00:00", "2024-09-24 03:00:00", "2024-09-24T03:00" (offsets applied;
+// no zone means UTC). std::nullopt when it does not parse.
+std::optional<Clock::time_point> parse_iso8601(std::string_view text);
+// "2024-09-24T03:00:00Z".
+std::string format_iso8601(Clock::time_point t);
+
+}  // namespace zeus::grid
