@@ -20,5 +20,7 @@ void bind_device(pybind11::module_& m);
 void bind_monitor(pybind11::module_& m);
 // Pusher (a Pushgateway group), render_metrics, job_state_families.
 void bind_metrics(pybind11::module_& m);
+// SignalTrace (carbon/price traces), grid_eta and GridFollower (the rule that follows them).
+void bind_grid(pybind11::module_& m);
 
 }  // namespace zeus::python

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
   zeus::python::bind_device(m);
   zeus::python::bind_monitor(m);
   zeus::python::bind_metrics(m);
+  zeus::python::bind_grid(m);
 }

@@ -46,6 +46,7 @@ from zeus_cpp.optimizer._selectors import (
 )
 
 __all__ = [
+    "CarbonAwarePowerLimitOptimizer",
     "Done",
     "PerGpuPowerLimitOptimizer",
     "Energy",
@@ -497,3 +498,9 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
 
 def _close_keeper(keeper: _core.LimitKeeper) -> None:
     keeper.close()
+
+
+# Chase's rule over this module's optimizer (_carbon_aware.py).
+from zeus_cpp.optimizer._carbon_aware import make_class as _make_carbon_aware  # noqa: E402
+
+CarbonAwarePowerLimitOptimizer = _make_carbon_aware(GlobalPowerLimitOptimizer)

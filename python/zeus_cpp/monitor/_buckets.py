@@ -1,0 +1,161 @@
+"""Windows whose energy is split into the signal's periods (an hour for ElectricityMaps and
+OpenEI, a trace's step), so that each period's joules are charged that period's carbon
+intensity or price: what ``CarbonEmissionMonitor`` and ``EnergyCostMonitor`` share.
+
+Upstream spawns a process that ends and restarts an inner ``ZeusMonitor`` window at every hour;
+here one thread does it (no pickling of providers, no second NVML handle), and a provider that
+fails is logged once while the last value it gave goes on being used, saying since when."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from zeus_cpp.monitor.energy import Measurement, ZeusMonitor
+
+logger = logging.getLogger(__name__)
+
+
+def bucket_start(unix_s: float, period_s: float) -> float:
+    """The start of the period holding `unix_s` (periods counted from the Unix epoch, so hours
+    start on the UTC hour, as upstream floors them)."""
+    return math.floor(unix_s / period_s) * period_s
+
+
+def to_datetime(unix_s: float) -> datetime:
+    return datetime.fromtimestamp(unix_s, timezone.utc)
+
+
+class BucketedWindows:
+    """Named windows over one ``ZeusMonitor`` whose energy is kept per period.
+
+    ``period_s`` is read from the provider at each boundary (it is ``update_period``).
+    ``rate_at(bucket_start_datetime)`` gives the signal of a period (it may raise: the last
+    value is then used, with a warning on the measurement). ``what`` names the signal in logs.
+    """
+
+    def __init__(self, monitor: ZeusMonitor, period_s: Callable[[], float],
+                 rate_at: Callable[[datetime], float], what: str,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.zeus_monitor = monitor
+        self._period_s = period_s
+        self._rate_at = rate_at
+        self._what = what
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._keys: set[str] = set()
+        # key -> period start (unix s) -> "gpu_0"/"cpu_0"/"dram_0" -> J
+        self._energy: dict[str, dict[float, dict[str, float]]] = {}
+        self._open_at: dict[str, float] = {}  # key -> start of the period its inner window is in
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._last_rate: tuple[float, datetime] | None = None  # (value, the period it was for)
+        self._failing: str | None = None
+
+    @staticmethod
+    def _inner(key: str) -> str:
+        return f"__bucket_{key}"
+
+    def begin(self, key: str, sync_execution: bool) -> None:
+        with self._lock:
+            if key in self._keys:
+                raise ValueError(f"Measurement window '{key}' already exists")
+            self.zeus_monitor.begin_window(key, sync_execution=sync_execution)
+            self.zeus_monitor.begin_window(self._inner(key), sync_execution=False)
+            self._keys.add(key)
+            self._energy[key] = defaultdict(lambda: defaultdict(float))
+            self._open_at[key] = bucket_start(self._clock(), self._period_s())
+            if self._thread is None or not self._thread.is_alive():
+                self._wake.clear()
+                self._thread = threading.Thread(target=self._roll, name="zeus-bucket-roller",
+                                                daemon=True)
+                self._thread.start()
+
+    def end(self, key: str, sync_execution: bool) -> tuple[Measurement, dict[str, float],
+                                                           list[str]]:
+        """The whole window's measurement, its amount (gCO2eq or $) per device key, and the
+        warnings about the signal."""
+        with self._lock:
+            if key not in self._keys:
+                raise ValueError(f"Measurement window '{key}' does not exist")
+            self._close_inner(key)
+            overall = self.zeus_monitor.end_window(key, sync_execution=sync_execution)
+            self._keys.discard(key)
+            buckets = self._energy.pop(key)
+            self._open_at.pop(key, None)
+            if not self._keys:
+                self._wake.set()
+        amounts: dict[str, float] = defaultdict(float)
+        warnings: list[str] = []
+        for start, energies in sorted(buckets.items()):
+            rate = self._rate(to_datetime(start), warnings)
+            for device, joules in energies.items():
+                amounts[device] += joules / 3.6e6 * rate
+        return overall, dict(amounts), warnings
+
+    def _close_inner(self, key: str) -> None:
+        m = self.zeus_monitor.end_window(self._inner(key), sync_execution=False)
+        bucket = self._energy[key][self._open_at[key]]
+        for g, j in m.gpu_energy.items():
+            bucket[f"gpu_{g}"] += j
+        for c, j in (m.cpu_energy or {}).items():
+            bucket[f"cpu_{c}"] += j
+        for c, j in (m.dram_energy or {}).items():
+            bucket[f"dram_{c}"] += j
+
+    def _roll(self) -> None:
+        """At each period boundary, closes every open window's period and opens the next."""
+        while True:
+            with self._lock:
+                if not self._keys:
+                    return
+                period = self._period_s()
+                now = self._clock()
+                next_start = bucket_start(now, period) + period
+            if self._wake.wait(timeout=max(0.0, next_start - now)):
+                return
+            with self._lock:
+                now = self._clock()
+                for key in list(self._keys):
+                    if bucket_start(now, period) == self._open_at[key]:
+                        continue  # woke early
+                    self._close_inner(key)
+                    self.zeus_monitor.begin_window(self._inner(key), sync_execution=False)
+                    self._open_at[key] = bucket_start(now, period)
+
+    def _rate(self, start: datetime, warnings: list[str]) -> float:
+        try:
+            value = float(self._rate_at(start))
+        except Exception as e:  # a provider's failure never ends the window
+            if self._failing is None:
+                logger.warning("%s for %s failed: %s", self._what, start.isoformat(), e)
+            self._failing = str(e)
+            if self._last_rate is None:
+                warnings.append(f"no {self._what} for {start.isoformat()} ({e}) and none "
+                                "before: counted as NaN")
+                return math.nan
+            value, since = self._last_rate
+            warnings.append(f"{self._what} for {start.isoformat()} failed ({e}); used "
+                            f"{value:g}, the value for {since.isoformat()}")
+            return value
+        if self._failing is not None:
+            logger.info("%s answers again", self._what)
+            self._failing = None
+        self._last_rate = (value, start)
+        return value
+
+
+def by_kind(amounts: dict[str, float], kind: str) -> dict[int, float]:
+    return {int(k.split("_", 1)[1]): v for k, v in amounts.items() if k.startswith(kind + "_")}
+
+
+def period_seconds(period: timedelta | float | int) -> float:
+    s = period.total_seconds() if isinstance(period, timedelta) else float(period)
+    if not s > 0:
+        raise ValueError(f"the provider's update_period must be positive, got {period!r}")
+    return s

@@ -1,0 +1,312 @@
+"""Zeus 0.16's carbon monitor: ``CarbonEmissionMonitor`` (windows like ``ZeusMonitor`` that
+return gCO2eq per GPU, CPU and DRAM: each hour's joules times that hour's carbon intensity,
+``J / 3.6e6 * gCO2eq/kWh``) over a ``CarbonIntensityProvider``: ``ElectrictyMapsClient``
+(upstream's spelling; ElectricityMaps' v3 API) or zeus-cpp's ``TraceCarbonIntensityProvider``
+(a local trace file, for machines without internet and for tests).
+
+Beyond upstream: ``ZEUS_ELECTRICITYMAPS_URL`` replaces the API's base URL (default
+``https://api.electricitymap.org/v3``), ``ZEUS_ELECTRICITYMAPS_TOKEN`` is sent as the
+``auth-token`` header, requests time out, and a provider that fails mid-window does not end it:
+the last value is used, once logged, and the measurement's ``warnings`` say since when."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Literal
+
+from zeus_cpp import _core
+from zeus_cpp._errors import ZeusError
+from zeus_cpp.monitor._buckets import BucketedWindows, by_kind, period_seconds
+from zeus_cpp.monitor._http import BadReply, HttpFailure, get_json
+from zeus_cpp.monitor.energy import ZeusMonitor
+
+__all__ = [
+    "CarbonEmissionMeasurement",
+    "CarbonEmissionMonitor",
+    "CarbonIntensityProvider",
+    "ElectrictyMapsClient",
+    "TraceCarbonIntensityProvider",
+    "ZeusCarbonIntensityHTTPError",
+    "ZeusCarbonIntensityNotFoundError",
+    "get_ip_lat_long",
+]
+
+logger = logging.getLogger(__name__)
+
+ELECTRICITYMAPS_URL = "https://api.electricitymap.org/v3"
+
+
+def get_ip_lat_long() -> tuple[float, float]:
+    """The machine's latitude and longitude: ``ZEUS_CARBON_LOCATION`` ("lat,lon") when set,
+    else upstream's lookup of this IP's position at ipinfo.io (network)."""
+    explicit = os.environ.get("ZEUS_CARBON_LOCATION")
+    if explicit:
+        return _parse_location(explicit, "ZEUS_CARBON_LOCATION")
+    try:
+        loc = get_json("http://ipinfo.io/json")["loc"]
+    except (HttpFailure, BadReply, KeyError, TypeError) as e:
+        raise ZeusCarbonIntensityHTTPError(
+            f"the position of this machine's IP could not be found ({e}); set "
+            "ZEUS_CARBON_LOCATION=lat,lon") from e
+    return _parse_location(loc, "ipinfo.io's loc")
+
+
+def _parse_location(text: str, what: str) -> tuple[float, float]:
+    try:
+        lat, lon = (float(x) for x in text.split(","))
+    except ValueError:
+        raise _core.ConfigError(f"{what}='{text}': expected latitude,longitude "
+                                "(e.g. 42.28,-83.74)") from None
+    if not (abs(lat) <= 90 and abs(lon) <= 180):
+        raise _core.ConfigError(f"{what}='{text}': latitude or longitude out of range")
+    return lat, lon
+
+
+class ZeusCarbonIntensityHTTPError(ZeusError):
+    """The carbon-intensity provider could not be reached or answered an error status."""
+
+
+class ZeusCarbonIntensityNotFoundError(ZeusError):
+    """The provider answered, but without a carbon intensity."""
+
+
+class CarbonIntensityProvider(abc.ABC):
+    """Where carbon intensity (gCO2eq/kWh) comes from."""
+
+    @abc.abstractmethod
+    def get_current_carbon_intensity(self) -> float:
+        """The intensity now."""
+
+    @abc.abstractmethod
+    def get_recent_carbon_intensity(self) -> dict[datetime, float]:
+        """Recent intensities by the (UTC) start of the period each holds for."""
+
+    @property
+    @abc.abstractmethod
+    def update_period(self) -> timedelta:
+        """How long one value holds."""
+
+    @property
+    @abc.abstractmethod
+    def history_length(self) -> int:
+        """How many values ``get_recent_carbon_intensity`` returns."""
+
+
+def _parse_time(text: str) -> datetime:
+    """ElectricityMaps' ``datetime`` ("2024-09-24T03:00:00.000Z") as an aware UTC datetime."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+class ElectrictyMapsClient(CarbonIntensityProvider):
+    """ElectricityMaps' v3 API (upstream's class, upstream's spelling).
+
+    ``location``: (latitude, longitude). ``estimate``: let ElectricityMaps estimate where it
+    has no measured value (``disableEstimations`` is its negation). ``emission_factor_type``:
+    ``direct`` or ``lifecycle``. zeus-cpp's: ``timeout_s`` per request.
+    """
+
+    def __init__(
+        self,
+        location: tuple[float, float],
+        estimate: bool = False,
+        emission_factor_type: Literal["direct", "lifecycle"] = "direct",
+        *,
+        timeout_s: float = 10.0,
+    ) -> None:
+        if emission_factor_type not in ("direct", "lifecycle"):
+            raise ValueError(f"emission_factor_type '{emission_factor_type}': choose direct or "
+                             "lifecycle")
+        self.lat, self.long = location
+        self.estimate = estimate
+        self.emission_factor_type = emission_factor_type
+        self.timeout_s = timeout_s
+        self.base_url = os.environ.get("ZEUS_ELECTRICITYMAPS_URL", ELECTRICITYMAPS_URL).rstrip("/")
+
+    def _url(self, route: str) -> str:
+        query = urllib.parse.urlencode({
+            "lat": self.lat,
+            "lon": self.long,
+            "disableEstimations": str(not self.estimate),
+            "emissionFactorType": self.emission_factor_type,
+        })
+        return f"{self.base_url}/carbon-intensity/{route}?{query}"
+
+    def _get(self, route: str) -> dict:
+        url = self._url(route)
+        headers = {}
+        token = os.environ.get("ZEUS_ELECTRICITYMAPS_TOKEN")
+        if token:
+            headers["auth-token"] = token
+        try:
+            doc = get_json(url, headers, self.timeout_s)
+        except HttpFailure as e:
+            raise ZeusCarbonIntensityHTTPError(
+                f"Failed to retrieve the carbon intensity: {e}") from e
+        except BadReply as e:
+            raise ZeusCarbonIntensityNotFoundError(str(e)) from e
+        if not isinstance(doc, dict):
+            raise ZeusCarbonIntensityNotFoundError(f"{url} answered {doc!r}, not an object")
+        return doc
+
+    def _where(self) -> str:
+        return (f"at ({self.lat}, {self.long}) with estimate={self.estimate} and "
+                f"emission_factor_type={self.emission_factor_type}")
+
+    def get_current_carbon_intensity(self) -> float:
+        doc = self._get("latest")
+        value = doc.get("carbonIntensity")
+        if not isinstance(value, (int, float)):
+            raise ZeusCarbonIntensityNotFoundError(
+                f"no current carbon intensity {self._where()}; the API said {doc}")
+        return float(value)
+
+    def get_recent_carbon_intensity(self) -> dict[datetime, float]:
+        doc = self._get("history")
+        try:
+            return {_parse_time(m["datetime"]): float(m["carbonIntensity"])
+                    for m in doc["history"]}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ZeusCarbonIntensityNotFoundError(
+                f"no recent carbon intensity {self._where()}; the API said {doc}") from e
+
+    @property
+    def update_period(self) -> timedelta:
+        return timedelta(hours=1)
+
+    @property
+    def history_length(self) -> int:
+        return 24
+
+
+class TraceCarbonIntensityProvider(CarbonIntensityProvider):
+    """zeus-cpp's: carbon intensity from a local trace (CSV ``datetime,carbonIntensity`` with
+    ISO 8601 UTC times, ElectricityMaps' CSV export, or its history JSON). The value now is the
+    row in force now; the file is read again when it changes. ``clock``: Unix seconds (tests
+    and replays pass their own)."""
+
+    kind = "carbon"
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._stamp: tuple[float, int] | None = None
+        self._load()
+
+    def _load(self) -> None:
+        st = self.path.stat() if self.path.exists() else None
+        stamp = (st.st_mtime, st.st_size) if st else None
+        if stamp is not None and stamp == self._stamp:
+            return
+        self.trace = _core.SignalTrace.load(str(self.path), self.kind)
+        self._stamp = stamp
+
+    def value_at(self, when: datetime | float) -> float:
+        """The row in force at `when` (a datetime, or Unix seconds)."""
+        self._load()
+        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
+        return self.trace.at(unix_s)[1]
+
+    def get_current_carbon_intensity(self) -> float:
+        return self.value_at(self._clock())
+
+    def get_recent_carbon_intensity(self) -> dict[datetime, float]:
+        self._load()
+        return {datetime.fromtimestamp(t, timezone.utc): v for t, v in self.trace.points}
+
+    @property
+    def update_period(self) -> timedelta:
+        return timedelta(seconds=self.trace.step_s)
+
+    @property
+    def history_length(self) -> int:
+        return len(self.trace.points)
+
+
+def intensity_at(provider: CarbonIntensityProvider, start: datetime) -> float:
+    """The intensity of the period beginning at `start`: the provider's recent value for it (or
+    the latest one before it), else its current value."""
+    if isinstance(provider, TraceCarbonIntensityProvider):
+        return provider.value_at(start)
+    recent = provider.get_recent_carbon_intensity()
+    normalized = {(k if k.tzinfo else k.replace(tzinfo=timezone.utc)): v
+                  for k, v in recent.items()}
+    if start in normalized:
+        return normalized[start]
+    before = [k for k in normalized if k <= start]
+    if before and start - max(before) < provider.update_period:
+        return normalized[max(before)]
+    return provider.get_current_carbon_intensity()  # the hour ElectricityMaps has not got yet
+
+
+@dataclass
+class CarbonEmissionMeasurement:
+    """One window: ``time`` (s), energy (J) and carbon emission (gCO2eq) per GPU, CPU package
+    and DRAM. ``warnings`` (zeus-cpp's): a period whose intensity was not known and what was
+    used instead."""
+
+    time: float
+    gpu_energy: dict[int, float]
+    gpu_carbon_emission: dict[int, float]
+    cpu_energy: dict[int, float] | None = None
+    cpu_carbon_emission: dict[int, float] | None = None
+    dram_energy: dict[int, float] | None = None
+    dram_carbon_emission: dict[int, float] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+class CarbonEmissionMonitor:
+    """Time, energy and carbon emission of named windows (upstream's constructor and methods).
+
+    ``carbon_intensity_provider``: where the intensity comes from. ``gpu_indices``,
+    ``cpu_indices``, ``sync_execution_with``: as ``ZeusMonitor``. zeus-cpp's: ``device`` (a
+    locator; None reads ``ZEUS_DEVICE``).
+    """
+
+    def __init__(
+        self,
+        carbon_intensity_provider: CarbonIntensityProvider,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        sync_execution_with: Literal["torch", "jax"] = "torch",
+        *,
+        device: str | None = None,
+    ) -> None:
+        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
+                                        sync_execution_with=sync_execution_with, device=device)
+        self.carbon_intensity_provider = carbon_intensity_provider
+        self._windows = BucketedWindows(
+            self.zeus_monitor,
+            lambda: period_seconds(carbon_intensity_provider.update_period),
+            lambda start: intensity_at(carbon_intensity_provider, start),
+            "carbon intensity")
+
+    @property
+    def current_keys(self) -> set[str]:
+        return set(self._windows._keys)
+
+    def begin_window(self, key: str, sync_execution: bool = True) -> None:
+        """Begins the window `key` (``ValueError`` if it is open)."""
+        self._windows.begin(key, sync_execution)
+
+    def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
+        """Ends the window `key` (``ValueError`` if it is not open): its time, energy and
+        carbon emission."""
+        m, grams, warnings = self._windows.end(key, sync_execution)
+        return CarbonEmissionMeasurement(
+            time=m.time,
+            gpu_energy=m.gpu_energy,
+            gpu_carbon_emission=by_kind(grams, "gpu"),
+            cpu_energy=m.cpu_energy,
+            cpu_carbon_emission=by_kind(grams, "cpu") or None,
+            dram_energy=m.dram_energy,
+            dram_carbon_emission=by_kind(grams, "dram") or None,
+            warnings=warnings,
+        )

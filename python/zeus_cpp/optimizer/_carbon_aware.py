@@ -1,0 +1,189 @@
+"""``CarbonAwarePowerLimitOptimizer`` (zeus-cpp's; Chase's rule on Zeus's profile): profiles like
+``GlobalPowerLimitOptimizer``, then keeps choosing the limit again from that profile as the
+grid's carbon intensity (or price) moves, never profiling again.
+
+For each profiled limit p with energy E(p) and time T(p):
+``cost(p) = eta * E(p) * S + (1 - eta) * MAXPOWER * S_max * T(p)``, S the signal now, S_max the
+reference. That is ``ZeusCost`` at the knob ``zeus_cpp._core.grid_eta(eta, S, S_max)`` (the C++
+rule's), so at S = S_max the choice is ``ZeusCost``'s own. The limit is chosen again every
+``interval_s`` and whenever the signal moved by more than ``relative_change`` since the last
+choice. The provider is read on a thread every ``poll_s``: one that hangs or fails never holds up
+a step; it is logged once and its last value kept."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from zeus_cpp import _core
+from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp.monitor.carbon import CarbonIntensityProvider
+from zeus_cpp.monitor.price import ElectricityPriceProvider
+from zeus_cpp.optimizer._selectors import ZeusCost
+from zeus_cpp.optimizer._states import Done
+from zeus_cpp.optimizer._states import all_reduce as _all_reduce
+from zeus_cpp.optimizer._states import world_size as _world_size
+
+logger = logging.getLogger(__name__)
+
+
+class SignalPoller:
+    """Reads `read()` every `period_s` on a daemon thread; ``latest`` is the last good value
+    (None before one). A failure is logged once, and its recovery."""
+
+    def __init__(self, read: Callable[[], float], period_s: float, what: str) -> None:
+        self._read = read
+        self._period_s = period_s
+        self._what = what
+        self._stop = threading.Event()
+        self.latest: float | None = None
+        self.failing: str | None = None
+        self.failures = 0
+        self._thread = threading.Thread(target=self._run, name="zeus-grid-poller", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                value = float(self._read())
+                if self.failing is not None:
+                    logger.info("the %s answers again: %g", self._what, value)
+                self.failing = None
+                self.latest = value
+            except Exception as e:  # a provider's failure never stops training
+                self.failures += 1
+                if self.failing is None:
+                    logger.warning("reading the %s failed: %s; %s", self._what, e,
+                                   f"the last value, {self.latest:g}, is kept"
+                                   if self.latest is not None
+                                   else "the limit stays Zeus's choice until it answers")
+                self.failing = str(e)
+            self._stop.wait(self._period_s)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def make_class(base: type) -> type:
+    """The optimizer over `base` (``GlobalPowerLimitOptimizer``), made where both are known."""
+
+    class CarbonAwarePowerLimitOptimizer(base):  # type: ignore[misc, valid-type]
+        """Power limits that follow the grid's carbon intensity or electricity price.
+
+        ``provider``: a ``CarbonIntensityProvider`` (S in gCO2eq/kWh, reference
+        ``max_carbon_intensity``, Chase's 750) or an ``ElectricityPriceProvider`` (S in $/kWh,
+        reference ``max_price``, required). ``eta_knob``: Zeus's knob. ``interval_s``: the
+        limit is chosen again at least this often. The rest are ``GlobalPowerLimitOptimizer``'s.
+        zeus-cpp's: ``poll_s`` (how often the provider is read), ``relative_change``,
+        ``clock`` (seconds, for the interval). Under torch.distributed every rank constructs
+        it; rank 0's reading is shared every ``check_steps`` steps so that all ranks set the
+        same limit. ``choices`` lists every choice made after profiling.
+        """
+
+        check_steps = 100
+
+        def __init__(
+            self,
+            monitor: ZeusMonitor,
+            provider: CarbonIntensityProvider | ElectricityPriceProvider,
+            eta_knob: float = 0.5,
+            max_carbon_intensity: float = 750.0,
+            interval_s: float = 1800.0,
+            wait_steps: int = 1,
+            warmup_steps: int = 10,
+            profile_steps: int = 40,
+            pl_step: int = 25,
+            profile_path: str | Path | None = None,
+            *,
+            max_price: float | None = None,
+            poll_s: float = 300.0,
+            relative_change: float = 0.10,
+            clock: Callable[[], float] = time.monotonic,
+        ) -> None:
+            if isinstance(provider, CarbonIntensityProvider):
+                self.signal_kind = "carbon intensity"
+                self.signal_max = float(max_carbon_intensity)
+                read = provider.get_current_carbon_intensity
+            elif isinstance(provider, ElectricityPriceProvider):
+                if max_price is None:
+                    raise ValueError("a price provider needs max_price ($/kWh), the price at "
+                                     "which the choice is Zeus's")
+                self.signal_kind = "electricity price"
+                self.signal_max = float(max_price)
+                read = lambda: provider.price_at(datetime.now(timezone.utc))  # noqa: E731
+            else:
+                raise TypeError(f"provider must be a CarbonIntensityProvider or an "
+                                f"ElectricityPriceProvider, not {type(provider).__name__}")
+            if not self.signal_max > 0:
+                raise ValueError(f"the reference must be positive, got {self.signal_max}")
+            if not interval_s > 0 or not poll_s > 0 or relative_change < 0:
+                raise ValueError("interval_s and poll_s must be positive, relative_change >= 0")
+            self.provider = provider
+            self.eta_knob = eta_knob
+            self.interval_s = interval_s
+            self.relative_change = relative_change
+            self.choices: list[dict] = []
+            self._clock = clock
+            self._world = _world_size()
+            self._chosen: tuple[float, float] | None = None  # (signal, clock) of the last choice
+            self._steps_since_check = 0
+            super().__init__(monitor, ZeusCost(eta_knob, world_size=self._world * len(
+                monitor.gpu_indices)), wait_steps, warmup_steps, profile_steps, pl_step,
+                profile_path)
+            self._poller = None if self.measure_only else SignalPoller(read, poll_s,
+                                                                       self.signal_kind)
+
+        def choose(self, signal: float) -> int:
+            """The rule's limit (mW) at `signal` over the profile."""
+            eta = _core.grid_eta(self.eta_knob, signal, self.signal_max)
+            return ZeusCost(eta, world_size=self.optimum_selector.world_size).select(
+                self.measurements) * 1000
+
+        def _shared_signal(self) -> float | None:
+            """Rank 0's latest reading, on every rank (collective under torch.distributed)."""
+            mine = self._poller.latest if self._poller is not None else None
+            if self._world == 1:
+                return mine
+            from zeus_cpp.optimizer.power_limit import _rank
+
+            share = [1.0, mine] if _rank() == 0 and mine is not None else [0.0, 0.0]
+            known, value = _all_reduce(share, "sum")
+            return value if known > 0 else None
+
+        def on_step_begin(self) -> None:
+            """A training step begins; once profiled, the rule looks at the signal."""
+            super().on_step_begin()
+            if self.measure_only or not isinstance(self.state, Done) or not self.measurements:
+                return
+            self._steps_since_check += 1
+            if self._world > 1 and self._steps_since_check < self.check_steps:
+                return
+            self._steps_since_check = 0
+            signal = self._shared_signal()
+            if signal is None:
+                return
+            now = self._clock()
+            if self._chosen is not None:
+                before, at = self._chosen
+                moved = abs(signal - before) / before if before > 0 else float(signal > 0)
+                if now - at < self.interval_s and not moved > self.relative_change:
+                    return
+            limit = self.choose(signal)
+            self._chosen = (signal, now)
+            self.choices.append({"signal": signal, "power_limit_mw": limit, "time": now})
+            if limit != self.current_power_limit:
+                logger.info("%s %g (reference %g): power limit %d W (Zeus's choice %d W)",
+                            self.signal_kind, signal, self.signal_max, limit // 1000,
+                            self.state.optimal_power_limit // 1000)
+                self._set_power_limit(limit)
+
+        def close(self) -> None:
+            if self._poller is not None:
+                self._poller.close()
+            super().close()
+
+    return CarbonAwarePowerLimitOptimizer
