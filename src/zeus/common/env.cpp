@@ -12,6 +12,17 @@ namespace zeus {
 
 std::span<const EnvVar> all_env_vars() {
   static constexpr std::array kAll{kEnvNvmlLibrary,
+                                   kEnvCarbonIntensity,
+                                   kEnvCarbonLocation,
+                                   kEnvElectricityPrice,
+                                   kEnvMaxCarbonIntensity,
+                                   kEnvMaxPrice,
+                                   kEnvGridInterval,
+                                   kEnvGridPoll,
+                                   kEnvElectricityMapsToken,
+                                   kEnvElectricityMapsUrl,
+                                   kEnvOpenEiUrl,
+                                   kEnvOpenEiApiKey,
                                    kEnvZeusdSockPath,
                                    kEnvZeusdHostPort,
                                    kEnvZeusdToken,

@@ -99,6 +99,37 @@ inline constexpr EnvVar kEnvPowerLimitPlan{
     "ZEUS_POWER_LIMIT_PLAN", "per_gpu",
     "Data-parallel jobs: per_gpu (each GPU its own limit, so GPUs faster than the slowest do not "
     "wait at the gradient sync at a limit they do not need) or global (Zeus's one limit)"};
+// zeus-cpp's: power limits that follow the grid (job/grid_limits.h, docs/grid.md).
+inline constexpr EnvVar kEnvCarbonIntensity{
+    "ZEUS_CARBON_INTENSITY", "",
+    "After profiling, the limit follows carbon intensity: a trace file (CSV "
+    "datetime,carbonIntensity or ElectricityMaps JSON) or ElectricityMaps' API URL "
+    "(https://api.electricitymap.org/v3, with ZEUS_CARBON_LOCATION)"};
+inline constexpr EnvVar kEnvCarbonLocation{
+    "ZEUS_CARBON_LOCATION", "", "latitude,longitude asked of ElectricityMaps (e.g. 42.28,-83.74)"};
+inline constexpr EnvVar kEnvElectricityPrice{
+    "ZEUS_ELECTRICITY_PRICE", "",
+    "After profiling, the limit follows the price of electricity: a trace file (CSV "
+    "datetime,price_per_kwh); needs ZEUS_MAX_PRICE"};
+inline constexpr EnvVar kEnvMaxCarbonIntensity{
+    "ZEUS_MAX_CARBON_INTENSITY", "750",
+    "gCO2eq/kWh at which the grid rule's choice is Zeus's own (Chase's max_carbon)"};
+inline constexpr EnvVar kEnvMaxPrice{"ZEUS_MAX_PRICE", "",
+                                     "$/kWh at which the grid rule's choice is Zeus's own"};
+inline constexpr EnvVar kEnvGridInterval{
+    "ZEUS_GRID_INTERVAL", "30m",
+    "The grid rule chooses the limit again at least this often (and when the signal moves > 10%)"};
+inline constexpr EnvVar kEnvGridPoll{"ZEUS_GRID_POLL", "5m",
+                                     "How often the carbon-intensity or price provider is read"};
+inline constexpr EnvVar kEnvElectricityMapsToken{
+    "ZEUS_ELECTRICITYMAPS_TOKEN", "", "Sent as ElectricityMaps' auth-token header when set"};
+inline constexpr EnvVar kEnvElectricityMapsUrl{
+    "ZEUS_ELECTRICITYMAPS_URL", "https://api.electricitymap.org/v3",
+    "Base URL of ElectricityMaps' API for zeus_cpp.monitor.carbon.ElectrictyMapsClient"};
+inline constexpr EnvVar kEnvOpenEiUrl{"ZEUS_OPENEI_URL", "https://api.openei.org",
+                                      "Base URL of OpenEI's API for zeus_cpp.monitor.price"};
+inline constexpr EnvVar kEnvOpenEiApiKey{
+    "ZEUS_OPENEI_API_KEY", "", "OpenEI's API key for zeus_cpp.monitor.price.OpenEIClient"};
 inline constexpr EnvVar kEnvDevice{"ZEUS_DEVICE", "auto",
                                    "GPUs zeus::DataLoader controls: auto, nvml, or sim:<gpu>[...]"};
 inline constexpr EnvVar kEnvSimClock{

@@ -83,6 +83,9 @@ std::string to_json(const TrainResult& r) {
                       {"eval_energy", e.eval_energy_j},
                       {"metric", e.metric ? json(*e.metric) : json()},
                       {"power_limit", watts(e.power_limit_mw)}});
+    if (e.grid_amount) {
+      epochs.back()["grid_amount"] = *e.grid_amount;
+    }
   }
   j["epochs"] = std::move(epochs);
   json windows = json::array();
@@ -111,6 +114,27 @@ std::string to_json(const TrainResult& r) {
         {{"epoch", p.epoch}, {"step", p.step}, {"reason", p.reason}, {"power_limits_w", plan}});
   }
   j["replans"] = std::move(replans);
+  if (r.grid) {
+    const GridSummary& g = *r.grid;
+    json choices = json::array();
+    for (const auto& c : g.choices) {
+      choices.push_back({{"epoch", c.epoch},
+                         {"step", c.step},
+                         {"signal", c.signal},
+                         {"power_limit", watts(c.power_limit_mw)},
+                         {"reason", c.reason}});
+    }
+    j["grid"] = {{"signal", g.signal},
+                 {"unit", g.unit},
+                 {"source", g.source},
+                 {"signal_max", g.signal_max},
+                 {"amount", g.amount},
+                 {"estimated_saving", g.estimated_saving},
+                 {"estimated_time_saving", g.estimated_time_saving_s},
+                 {"provider_failures", g.provider_failures},
+                 {"followed", g.followed},
+                 {"choices", std::move(choices)}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -173,6 +197,9 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
         rec.metric = e["metric"].get<double>();
       }
       rec.power_limit_mw = mw_from_watts(e.value("power_limit", json(0)), "power_limit");
+      if (e.contains("grid_amount") && e["grid_amount"].is_number()) {
+        rec.grid_amount = e["grid_amount"].get<double>();
+      }
       r.epochs.push_back(rec);
     }
     for (const auto& w : j.value("profile_windows", json::array())) {
@@ -196,6 +223,27 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
         rec.power_limits_mw.push_back(mw_from_watts(w, "replans[].power_limits_w"));
       }
       r.replans.push_back(std::move(rec));
+    }
+    if (j.contains("grid") && j["grid"].is_object()) {
+      const json& g = j["grid"];
+      GridSummary s;
+      s.signal = g.value("signal", std::string());
+      s.unit = g.value("unit", std::string());
+      s.source = g.value("source", std::string());
+      s.signal_max = g.value("signal_max", 0.0);
+      s.amount = g.value("amount", 0.0);
+      s.estimated_saving = g.value("estimated_saving", 0.0);
+      s.estimated_time_saving_s = g.value("estimated_time_saving", 0.0);
+      s.provider_failures =
+          json_int(g.value("provider_failures", json(0)), "grid.provider_failures");
+      s.followed = g.value("followed", false);
+      for (const auto& c : g.value("choices", json::array())) {
+        s.choices.push_back({static_cast<int>(json_int(c.at("epoch"), "grid.choices[].epoch")),
+                             json_int(c.at("step"), "grid.choices[].step"), c.value("signal", 0.0),
+                             mw_from_watts(c.at("power_limit"), "grid.choices[].power_limit"),
+                             c.value("reason", std::string())});
+      }
+      r.grid = std::move(s);
     }
     return r;
   } catch (const json::exception& e) {
@@ -246,6 +294,19 @@ std::string summary_line(const TrainResult& r) {
                         std::abs(r.estimated_plan_time_saving_s),
                         set ? "one limit" : "the limit they ran at",
                         r.replans.empty() ? "" : fmt::format(" ({} re-plan(s))", r.replans.size()));
+  }
+  if (r.grid) {
+    const GridSummary& g = *r.grid;
+    line += fmt::format("; {:.4g} {} over the epochs", g.amount, g.unit);
+    if (g.followed) {
+      line += fmt::format(
+          " ({} limit choice(s) following the {}; {} {:.4g} {} and {} {:.1f} s vs "
+          "Zeus's fixed limit)",
+          g.choices.size(),
+          g.signal == "carbon_intensity" ? "carbon intensity" : "electricity price",
+          g.estimated_saving >= 0 ? "saved" : "spent", std::abs(g.estimated_saving), g.unit,
+          g.estimated_time_saving_s >= 0 ? "gained" : "lost", std::abs(g.estimated_time_saving_s));
+    }
   }
   return line;
 }

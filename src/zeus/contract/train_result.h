@@ -24,6 +24,9 @@ struct EpochRecord {
   double eval_energy_j = 0;
   std::optional<double> metric;  // what report_metric() got for this epoch
   int64_t power_limit_mw = 0;    // the limit at the end of the epoch
+  // Under a grid signal: the epoch's energy in gCO2eq or $ (each stretch between two readings
+  // charged the signal read at its start, the power taken as even over the epoch).
+  std::optional<double> grid_amount;
 };
 
 // A profiling window, for the report's shading: wall-clock UTC nanoseconds since the epoch.
@@ -41,6 +44,32 @@ struct ReplanRecord {
   int64_t step = 0;  // train steps of the job so far
   std::string reason;
   std::vector<int64_t> power_limits_mw;  // the new plan, in global rank order
+};
+
+// A job whose limit follows the grid: the rule chose again (job/grid_limits.h).
+struct GridChoiceRecord {
+  int epoch = 0;
+  int64_t step = 0;  // train steps of the job so far
+  double signal = 0;
+  int64_t power_limit_mw = 0;  // the highest when the limits are per GPU
+  std::string reason;
+};
+
+// The grid's signal during a job (ZEUS_CARBON_INTENSITY or ZEUS_ELECTRICITY_PRICE).
+struct GridSummary {
+  std::string signal;  // "carbon_intensity" or "electricity_price"
+  std::string unit;    // of `amount`: "gCO2eq" or "$"
+  std::string source;  // the provider
+  double signal_max = 0;
+  double amount = 0;  // the epochs' grid_amount, summed
+  // Estimated from the profile for the steps run after profiling: what following the signal
+  // saved against Zeus's fixed choice over the same steps, in `unit` and s (negative: spent
+  // more). One limit only (per-GPU plans leave them 0).
+  double estimated_saving = 0;
+  double estimated_time_saving_s = 0;
+  int64_t provider_failures = 0;
+  bool followed = false;  // false: measured only (measure-only or observer mode)
+  std::vector<GridChoiceRecord> choices;
 };
 
 enum class StopReason { kTargetReached, kMaxEpochs, kCostThreshold };
@@ -87,6 +116,7 @@ struct TrainResult {
   double estimated_plan_energy_saving_j = 0;
   double estimated_plan_time_saving_s = 0;
   std::vector<ReplanRecord> replans;
+  std::optional<GridSummary> grid;
 };
 
 std::string to_json(const TrainResult& result);

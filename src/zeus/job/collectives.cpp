@@ -9,6 +9,11 @@
 
 namespace zeus::job {
 
+void barrier(Collectives& collectives) {
+  std::vector<double> one{0.0};
+  collectives.all_reduce_sum(one);
+}
+
 void agree(Collectives& collectives, std::string_view what, const std::function<void()>& step) {
   const RankInfo ranks = collectives.ranks();
   std::exception_ptr error;

@@ -40,6 +40,9 @@ class SingleProcess final : public Collectives {
   void broadcast(std::span<double> /*values*/, int /*root*/) override {}
 };
 
+// Collective: returns once every rank called it.
+void barrier(Collectives& collectives);
+
 // Runs `step` on every rank; if it failed anywhere, every rank throws (the failing rank its own
 // error, the others a ConfigError naming that rank), so no rank is left waiting in a collective.
 // Collective.

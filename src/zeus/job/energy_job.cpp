@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <vector>
 
@@ -13,8 +12,8 @@
 #include "zeus/common/power.h"
 #include "zeus/common/sync_wait.h"
 #include "zeus/common/units.h"
-#include "zeus/contract/run_files.h"
 #include "zeus/job/batch_size_trial.h"
+#include "zeus/job/grid_limits.h"
 #include "zeus/job/job_core.h"
 #include "zeus/job/job_metrics.h"
 #include "zeus/job/messages.h"
@@ -87,15 +86,10 @@ class EnergyJob::Impl {
         metrics_ = std::make_unique<JobMetrics>(o_.pushgateway_url, o_.job_id);
       }
     });
+    agree(coll_, "opening the grid's signal", [&] { grid_ = GridLimits::make(o_, coll_); });
     if (o_.measure_only) {
       announce_profiling(o_, ranks_, nullptr, false, current_limit_mw_);
-      if (o_.per_gpu_limits && ranks_.world_size > 1) {
-        planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
-        const auto saved = planned_ ? load_and_share_profile(o_, coll_) : std::nullopt;
-        if (!saved || !planned_->estimate_only(*saved, current_limit_mw_)) {
-          planned_.reset();  // no curves of this job: nothing to say what a plan would save
-        }
-      }
+      planned_ = PlannedLimits::make_estimate(o_, coll_, *gpus_, range_, current_limit_mw_);
       return;
     }
     optimize::ProfilerOptions popts;
@@ -118,6 +112,7 @@ class EnergyJob::Impl {
         apply(one);
       }
       profile_loaded_ = true;
+      follow_grid();
     }
     announce_profiling(o_, ranks_, profiler_.get(), profile_loaded_, current_limit_mw_);
   }
@@ -175,6 +170,9 @@ class EnergyJob::Impl {
     }
     const optimize::MaybeAction next = profiler_->on_window_measured(
         {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j});
+    if (train_window && profiler_->done()) {
+      follow_grid();
+    }
     if (planned_ && train_window && profiler_->done()) {
       apply_limits(planned_->make_plan(epoch_));  // instead of Zeus's one limit
       return;
@@ -193,6 +191,9 @@ class EnergyJob::Impl {
     }
     close_open_phases();
     if (epoch_ >= 0) {
+      if (grid_) {
+        read_grid();
+      }
       aggregate_epoch();
     }
     // The master decides; everyone obeys the broadcast.
@@ -261,6 +262,9 @@ class EnergyJob::Impl {
     if (planned_ && planned_->step()) {
       check_pace();
     }
+    if (grid_ && profiling_done() && grid_->step(planned_ ? 0 : current_limit_mw_)) {
+      read_grid();
+    }
     if (progress_on_) {
       draw_progress("train", train_);
     }
@@ -282,6 +286,31 @@ class EnergyJob::Impl {
     sync_point([](const ClockReading&) {});
     if (auto limits = planned_->check(own_at_align_, epoch_)) {
       apply_limits(*limits);
+    }
+  }
+
+  // After profiling (not in observer mode), the limit follows the grid's signal on the profile.
+  void follow_grid() {
+    if (grid_ && !o_.observer_mode && !grid_->following()) {
+      grid_->follow(profiler_->measurements(), o_.eta, core_->cost().max_power_w());
+    }
+  }
+
+  // Every kGridCheckSteps train steps and at each epoch's end: rank 0's reading of the signal,
+  // and the limits the rule chose again (job/grid_limits.h).
+  void read_grid() {
+    std::chrono::nanoseconds now{0};
+    sync_point([&](const ClockReading& t) { now = t.monotonic; });
+    const auto change = grid_->read(now, epoch_);
+    if (!change) {
+      return;
+    }
+    if (planned_ && planned_->planned()) {
+      if (auto limits = planned_->follow_knob(change->eta, epoch_)) {
+        apply_limits(*limits);
+      }
+    } else if (change->changed) {
+      apply(pa::SetLimit{change->limit_mw});
     }
   }
 
@@ -378,17 +407,12 @@ class EnergyJob::Impl {
     steps_unsettled_ = 0;
   }
 
-  void barrier() {
-    std::vector<double> one{0.0};
-    coll_.all_reduce_sum(one);
-  }
-
   // Every rank finished its preceding work (its device's queued kernels included) before `read`
   // runs, on the clock's reading taken after the first barrier, and none starts new work before
   // every rank's `read` ran (so a window's energy holds exactly its steps).
   void sync_point(const std::function<void(const ClockReading&)>& read) {
     read(align());
-    barrier();
+    barrier(coll_);
   }
 
   // The first half of a sync point: every rank's preceding work is done and settled; the clock's
@@ -398,18 +422,7 @@ class EnergyJob::Impl {
   ClockReading align() {
     settle_device();
     own_at_align_ = clock_->own_time();
-    const auto mine = clock_->device_clock();
-    std::vector<double> clocks = per_rank_slots(ranks_);
-    if (mine) {
-      clocks[static_cast<size_t>(ranks_.rank)] = static_cast<double>(mine->count());
-    }
-    coll_.all_reduce_sum(clocks);
-    if (mine) {
-      clock_->wait_until(std::chrono::nanoseconds{
-          static_cast<int64_t>(*std::max_element(clocks.begin(), clocks.end()))});
-      barrier();  // every GPU's wait is charged before a local master reads the node's energy
-    }
-    return clock_->now();
+    return join_clocks(*clock_, coll_);
   }
 
   ProfileView profile_view() const {
@@ -436,13 +449,7 @@ class EnergyJob::Impl {
       planned_->fill(p);
     }
     profile_saved_ = true;
-    if (ranks_.is_master()) {
-      p.job_id = o_.job_id;
-      const auto path = contract::power_profile_path(o_.log_dir, o_.global_batch_size);
-      contract::save_power_profile(path, p);
-      logger().info("saved {}: optimal limit {} W", path.string(),
-                    mw_to_w(p.optimal_power_limit_mw));
-    }
+    save_job_profile(o_, ranks_, std::move(p));
   }
 
   void close_open_phases() {
@@ -463,14 +470,17 @@ class EnergyJob::Impl {
     }
     const contract::EpochRecord& rec =
         core_->add_epoch(epoch_, train_.iterations, eval_.iterations, epoch, current_limit_mw_);
+    const auto grid_amount =
+        grid_ ? grid_->close_epoch(rec.train_energy_j + rec.eval_energy_j) : std::nullopt;
     train_ = {"train"};
     eval_ = {"eval"};
     meter_->stop_epoch_log();
     if (ranks_.is_master()) {
       logger().info(
-          "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J, limit {} W{}; job so far "
+          "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J{}, limit {} W{}; job so far "
           "{:.1f} J, {:.2f} s, cost {:.1f}",
           rec.epoch + 1, rec.train_time_s, rec.eval_time_s, rec.train_energy_j + rec.eval_energy_j,
+          grid_amount ? fmt::format(" ({:.4g} {})", *grid_amount, grid_->unit()) : "",
           mw_to_w(rec.power_limit_mw), metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
           core_->total_energy_j(), core_->total_time_s(),
           core_->cost().cost(core_->total_energy_j(), core_->total_time_s()));
@@ -485,16 +495,13 @@ class EnergyJob::Impl {
       planned_->fill(r);
       sync_wait::arm(false);
     }
+    if (grid_) {
+      grid_->fill(r);
+    }
     result_ = r;
     meter_->stop_epoch_log();
     save_profile(/*need_eval=*/false);
-    if (ranks_.is_master()) {
-      const auto path = contract::train_result_path(o_.log_dir, o_.job_id, o_.global_batch_size);
-      contract::save_train_result(path, r);
-      logger().info("saved {}", path.string());
-      std::fprintf(stderr, "zeus: %s\n", contract::summary_line(r).c_str());
-      std::fflush(stderr);
-    }
+    save_job_result(o_, ranks_, r);
     if (trial_) {
       trial_->end();  // the service did not end it: the job stopped itself
     }
@@ -535,10 +542,11 @@ class EnergyJob::Impl {
   int64_t steps_unsettled_ = 0;               // steps since the clock's last settle
   std::chrono::nanoseconds own_at_align_{0};  // the rank's own time at the last sync point
   std::chrono::nanoseconds window_own_begin_{0};  // ... at the open window's start
-  std::unique_ptr<PlannedLimits> planned_;        // data-parallel per-GPU limits; null: one
-  PowerLimitRange range_;                         // the global master's GPUs'
-  std::optional<JobCore> core_;                   // the ledger and the decisions
-  std::unique_ptr<JobMetrics> metrics_;  // the master's pushes, when there is a Pushgateway
+  std::unique_ptr<GridLimits> grid_;        // the limit follows the grid's signal; null: no signal
+  std::unique_ptr<PlannedLimits> planned_;  // data-parallel per-GPU limits; null: one
+  PowerLimitRange range_;                   // the global master's GPUs'
+  std::optional<JobCore> core_;             // the ledger and the decisions
+  std::unique_ptr<JobMetrics> metrics_;     // the master's pushes, when there is a Pushgateway
   std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
   std::unique_ptr<BatchSizeTrial> trial_;  // the global master's, with a batch-size service
   bool profile_loaded_ = false;

@@ -45,6 +45,8 @@ class GpuPlan {
   // Makes the plan from the curves (stretched by each GPU's pace): the per-GPU limits, and Zeus's
   // single limit for comparison (none when the GPUs share no limit).
   const optimize::PlanOutcome& plan();
+  // Zeus's knob for the next plan() (the grid's signal moves it: optimize/grid_rule.h).
+  void set_eta(double eta) { options_.eta = eta; }
   const std::optional<optimize::PlanOutcome>& single() const { return single_; }
   const std::vector<int64_t>& limits_mw() const { return plan_.limits_mw; }
   // The last plan's outcome per step under the model.

@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/units.h"
+#include "zeus/grid/electricity_maps.h"
 
 namespace zeus::job {
 
@@ -128,6 +132,73 @@ bool parse_bool(std::string_view text, std::string_view what) {
   throw ConfigError(fmt::format("{}='{}': expected true or false", what, text));
 }
 
+namespace {
+
+// ZEUS_CARBON_INTENSITY / ZEUS_ELECTRICITY_PRICE and their knobs; nullopt when neither is set.
+std::optional<ResolvedGrid> resolve_grid(const GridSignalOptions& o) {
+  const auto carbon = o.carbon_intensity ? o.carbon_intensity : get_env(kEnvCarbonIntensity);
+  const auto price = o.electricity_price ? o.electricity_price : get_env(kEnvElectricityPrice);
+  if (carbon && price) {
+    throw ConfigError(fmt::format("{} and {} are both set: a job follows one signal",
+                                  kEnvCarbonIntensity.name, kEnvElectricityPrice.name));
+  }
+  if (!carbon && !price) {
+    return std::nullopt;
+  }
+  ResolvedGrid g;
+  g.kind = carbon ? grid::SignalKind::kCarbonIntensity : grid::SignalKind::kElectricityPrice;
+  g.source = carbon ? *carbon : *price;
+  g.api = g.source.starts_with("http://") || g.source.starts_with("https://");
+  if (g.api) {
+    if (!carbon) {
+      throw ConfigError(fmt::format("{}='{}': a price is read from a trace file, not a URL",
+                                    kEnvElectricityPrice.name, g.source));
+    }
+    const auto location = o.location ? o.location : get_env(kEnvCarbonLocation);
+    if (!location) {
+      throw ConfigError(fmt::format(
+          "{}='{}' is ElectricityMaps' API: set {}=latitude,longitude (e.g. 42.28,-83.74)",
+          kEnvCarbonIntensity.name, g.source, kEnvCarbonLocation.name));
+    }
+    std::tie(g.latitude, g.longitude) = grid::parse_location(*location, kEnvCarbonLocation.name);
+    g.token = get_env(kEnvElectricityMapsToken).value_or("");
+  } else if (!std::filesystem::is_regular_file(g.source)) {
+    throw ConfigError(fmt::format("{}='{}': no such file (a trace CSV or JSON, or an http(s) URL)",
+                                  carbon ? kEnvCarbonIntensity.name : kEnvElectricityPrice.name,
+                                  g.source));
+  }
+  const EnvVar& max_var = carbon ? kEnvMaxCarbonIntensity : kEnvMaxPrice;
+  std::optional<double> max = o.signal_max;
+  if (!max) {
+    if (const auto text = get_env(max_var)) {
+      max = parse_number<double>(*text);
+      if (!max) {
+        throw ConfigError(fmt::format("{}='{}': expected a number > 0", max_var.name, *text));
+      }
+    } else if (carbon) {
+      max = 750.0;
+    } else {
+      throw ConfigError(fmt::format("{} is set: set {} too ($/kWh at which the choice is Zeus's)",
+                                    kEnvElectricityPrice.name, kEnvMaxPrice.name));
+    }
+  }
+  if (!(*max > 0) || !std::isfinite(*max)) {
+    throw ConfigError(fmt::format("{} {} must be a number > 0", max_var.name, *max));
+  }
+  g.signal_max = *max;
+  g.interval = o.interval
+                   ? *o.interval
+                   : parse_duration(get_env_or_default(kEnvGridInterval), kEnvGridInterval.name);
+  g.poll = o.poll ? *o.poll : parse_duration(get_env_or_default(kEnvGridPoll), kEnvGridPoll.name);
+  if (g.interval.count() <= 0 || g.poll.count() <= 0) {
+    throw ConfigError(
+        fmt::format("{} and {} must be positive", kEnvGridInterval.name, kEnvGridPoll.name));
+  }
+  return g;
+}
+
+}  // namespace
+
 ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
                                        int64_t per_rank_batch_size, int world_size) {
   ResolvedJobOptions r;
@@ -223,6 +294,7 @@ ResolvedJobOptions resolve_job_options(const JobOptions& o, int max_epochs,
   r.progress_bar = o.progress_bar.value_or(isatty(STDERR_FILENO) == 1);
   r.service = resolve_service(o.batch_size_service, r, world_size);
   r.pushgateway_url = o.pushgateway_url.value_or(get_env(kEnvPushgatewayUrl).value_or(""));
+  r.grid = resolve_grid(o.grid);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/grid/signal.h"
 #include "zeus/optimize/bso_server_rules.h"
 #include "zeus/optimize/power_profile.h"
 
@@ -29,6 +30,21 @@ struct BatchSizeServiceOptions {
   // server's --policy.
   std::optional<std::string> policy;
   std::string lean;
+};
+
+// Power limits that follow the grid (job/grid_limits.h, docs/grid.md): after profiling, the limit
+// is chosen again on Zeus's profile as carbon intensity or price moves. One signal at most.
+struct GridSignalOptions {
+  // ZEUS_CARBON_INTENSITY: a trace file, or ElectricityMaps' API (an http(s):// base URL, with
+  // `location`).
+  std::optional<std::string> carbon_intensity;
+  std::optional<std::string> location;           // ZEUS_CARBON_LOCATION: "lat,lon"
+  std::optional<std::string> electricity_price;  // ZEUS_ELECTRICITY_PRICE: a trace file
+  // The signal at which the choice is Zeus's: ZEUS_MAX_CARBON_INTENSITY (750) or ZEUS_MAX_PRICE
+  // (required with a price).
+  std::optional<double> signal_max;
+  std::optional<std::chrono::nanoseconds> interval;  // ZEUS_GRID_INTERVAL, 30m
+  std::optional<std::chrono::nanoseconds> poll;      // ZEUS_GRID_POLL, 5m
 };
 
 struct JobOptions {
@@ -58,6 +74,7 @@ struct JobOptions {
   // ZEUS_PUSHGATEWAY_URL: the master pushes the job's state there (job/job_metrics.h); unset or
   // empty: no push.
   std::optional<std::string> pushgateway_url;
+  GridSignalOptions grid;
 };
 
 // The service's job as the loader registers it; the GPU fields (max power, count, model) are
@@ -66,6 +83,18 @@ struct ResolvedService {
   std::string url;
   optimize::bso::JobParams params;
   bool policy_given = false;
+};
+
+struct ResolvedGrid {
+  grid::SignalKind kind = grid::SignalKind::kCarbonIntensity;
+  std::string source;  // the trace file, or ElectricityMaps' base URL
+  bool api = false;    // source is ElectricityMaps' API
+  double latitude = 0;
+  double longitude = 0;
+  std::string token;  // ZEUS_ELECTRICITYMAPS_TOKEN
+  double signal_max = 750;
+  std::chrono::nanoseconds interval{std::chrono::minutes(30)};
+  std::chrono::nanoseconds poll{std::chrono::minutes(5)};
 };
 
 struct ResolvedJobOptions {
@@ -95,6 +124,7 @@ struct ResolvedJobOptions {
   int64_t global_batch_size = 0;           // per rank x world size: names the job's files
   std::optional<ResolvedService> service;  // set: the batch size comes from the service
   std::string pushgateway_url;             // empty: no push
+  std::optional<ResolvedGrid> grid;        // set: the limit follows the grid after profiling
 };
 
 // Throws ConfigError naming the option (and its variable), the value and what is accepted.

@@ -8,6 +8,7 @@
 #include "zeus/common/logging.h"
 #include "zeus/common/units.h"
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/job/profile_exchange.h"
 
 namespace zeus::job {
 
@@ -73,6 +74,21 @@ PlannedLimits::PlannedLimits(Collectives& collectives, std::vector<double> idle_
             std::vector<int64_t>(static_cast<size_t>(ranks_.world_size), range.max_mw),
             {.eta = options.eta, .selector = options.selector}),
       follow_pace_(options.follow_gpu_pace) {}
+
+std::unique_ptr<PlannedLimits> PlannedLimits::make_estimate(const ResolvedJobOptions& options,
+                                                            Collectives& collectives,
+                                                            NodeGpus& gpus, PowerLimitRange range,
+                                                            int64_t limit_mw) {
+  if (!options.per_gpu_limits || collectives.ranks().world_size <= 1) {
+    return nullptr;
+  }
+  auto planned = make(options, collectives, gpus, range);
+  const auto saved = planned ? load_and_share_profile(options, collectives) : std::nullopt;
+  if (!saved || !planned->estimate_only(*saved, limit_mw)) {
+    return nullptr;  // no curves of this job: nothing to say what a plan would save
+  }
+  return planned;
+}
 
 void PlannedLimits::add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window) {
   plan_.add_window(limit_mw, iterations, window.max_elapsed_s, window.own_s,
@@ -172,6 +188,26 @@ std::optional<std::vector<int64_t>> PlannedLimits::check(std::chrono::nanosecond
   }
   if (plan_.limits_mw() == before) {
     return std::nullopt;
+  }
+  return plan_.limits_mw();
+}
+
+std::optional<std::vector<int64_t>> PlannedLimits::follow_knob(double eta, int epoch) {
+  const std::vector<int64_t> before = plan_.limits_mw();
+  plan_.set_eta(eta);
+  plan_.plan();
+  if (plan_.limits_mw() == before) {
+    return std::nullopt;
+  }
+  replans_.push_back({epoch, steps_,
+                      fmt::format("the grid's signal moved Zeus's knob to {:.3f}", eta),
+                      plan_.limits_mw()});
+  if (ranks_.is_master()) {
+    logger().info(
+        "epoch {}, step {}: the grid's signal moved Zeus's knob to {:.3f}; per-GPU "
+        "limits [{}] W (were [{}] W)",
+        epoch + 1, steps_, eta, fmt::join(watts(plan_.limits_mw()), ", "),
+        fmt::join(watts(before), ", "));
   }
   return plan_.limits_mw();
 }

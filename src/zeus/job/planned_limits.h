@@ -36,6 +36,13 @@ class PlannedLimits {
                                              Collectives& collectives, NodeGpus& gpus,
                                              PowerLimitRange range);
 
+  // Collective, measuring only: what the saved profile's per-GPU plan would save against every
+  // GPU at `limit_mw`, the limit they run at (estimate_only); null when the job plans one limit
+  // or the log dir has no curves of this job.
+  static std::unique_ptr<PlannedLimits> make_estimate(const ResolvedJobOptions& options,
+                                                      Collectives& collectives, NodeGpus& gpus,
+                                                      PowerLimitRange range, int64_t limit_mw);
+
   // A profiling window closed at `limit_mw` (every GPU at it) after `iterations` steps.
   void add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window);
   // The saved profile's curves, when they are this job's (as many GPUs); false otherwise.
@@ -55,6 +62,10 @@ class PlannedLimits {
   // Collective, at a sync point (own_now: this rank's own time there): the ranks' own times since
   // the span began. Returns the new limits when the plan changed.
   std::optional<std::vector<int64_t>> check(std::chrono::nanoseconds own_now, int epoch);
+
+  // The grid's signal moved Zeus's knob to `eta` (job/grid_limits.h): the plan made again from
+  // the same curves. Returns the new limits when they changed.
+  std::optional<std::vector<int64_t>> follow_knob(double eta, int epoch);
 
   void fill(contract::TrainResult& result) const;
   void fill(optimize::PowerProfile& profile) const;

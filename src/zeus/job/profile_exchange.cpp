@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "zeus/common/errors.h"
@@ -77,6 +78,31 @@ void announce_profiling(const ResolvedJobOptions& o, const RankInfo& ranks,
         candidates.size(), mw_to_w(candidates.front()), mw_to_w(candidates.back()), o.warmup_iters,
         o.profile_iters, o.global_batch_size, ranks.world_size);
   }
+}
+
+void save_job_profile(const ResolvedJobOptions& options, const RankInfo& ranks,
+                      optimize::PowerProfile profile) {
+  if (!ranks.is_master()) {
+    return;
+  }
+  profile.job_id = options.job_id;
+  const auto path = contract::power_profile_path(options.log_dir, options.global_batch_size);
+  contract::save_power_profile(path, profile);
+  logger().info("saved {}: optimal limit {} W", path.string(),
+                mw_to_w(profile.optimal_power_limit_mw));
+}
+
+void save_job_result(const ResolvedJobOptions& options, const RankInfo& ranks,
+                     const contract::TrainResult& result) {
+  if (!ranks.is_master()) {
+    return;
+  }
+  const auto path =
+      contract::train_result_path(options.log_dir, options.job_id, options.global_batch_size);
+  contract::save_train_result(path, result);
+  logger().info("saved {}", path.string());
+  std::fprintf(stderr, "zeus: %s\n", contract::summary_line(result).c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace zeus::job

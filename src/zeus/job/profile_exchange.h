@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "zeus/contract/train_result.h"
 #include "zeus/job/collectives.h"
 #include "zeus/job/job_options.h"
 #include "zeus/optimize/power_limit_profiler.h"
@@ -15,6 +16,15 @@ namespace zeus::job {
 // every rank (ConfigError naming the path). Collective.
 std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOptions& options,
                                                              Collectives& collectives);
+
+// The master writes the profile to the log dir (`bs{B}.power.json`, this job's id) and says so;
+// other ranks do nothing.
+void save_job_profile(const ResolvedJobOptions& options, const RankInfo& ranks,
+                      optimize::PowerProfile profile);
+
+// The master writes the train result (`{job_id}+bs{B}.train.json`) and prints its summary line.
+void save_job_result(const ResolvedJobOptions& options, const RankInfo& ranks,
+                     const contract::TrainResult& result);
 
 // The master's line on what the job will do about limits: measure only (`profiler` null, at
 // `current_limit_mw`), use the loaded profile, or profile which limits.

@@ -1,8 +1,12 @@
 #include "zeus/job/rank_clock.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "zeus/common/errors.h"
 #include "zeus/common/sync_wait.h"
 #include "zeus/device/sim/sim_gpu_set.h"
+#include "zeus/job/messages.h"
 
 namespace zeus::job {
 
@@ -81,6 +85,22 @@ std::unique_ptr<RankClock> make_rank_clock(NodeGpus& gpus) {
     return std::make_unique<SimClock>(*sim, gpus.ranks().local_rank);
   }
   return std::make_unique<MachineClock>();
+}
+
+ClockReading join_clocks(RankClock& clock, Collectives& collectives) {
+  const RankInfo ranks = collectives.ranks();
+  const auto mine = clock.device_clock();
+  std::vector<double> clocks = per_rank_slots(ranks);
+  if (mine) {
+    clocks[static_cast<size_t>(ranks.rank)] = static_cast<double>(mine->count());
+  }
+  collectives.all_reduce_sum(clocks);
+  if (mine) {
+    clock.wait_until(std::chrono::nanoseconds{
+        static_cast<int64_t>(*std::max_element(clocks.begin(), clocks.end()))});
+    barrier(collectives);
+  }
+  return clock.now();
 }
 
 }  // namespace zeus::job

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "zeus/job/collectives.h"
 #include "zeus/job/node_gpus.h"
 
 namespace zeus::job {
@@ -59,5 +60,11 @@ class MachineClock final : public RankClock {
 // run there, so time, energy and the local master's limits all follow the trace), the
 // machine's otherwise.
 std::unique_ptr<RankClock> make_rank_clock(NodeGpus& gpus);
+
+// Collective, at a sync point after settle(): the simulated clocks joined at the slowest rank's
+// (each simulated GPU idles until then, as the gradient sync would have made it, and a barrier
+// follows so every wait is charged before a local master reads the node's energy); real clocks
+// have nothing to join. Returns this rank's reading there.
+ClockReading join_clocks(RankClock& clock, Collectives& collectives);
 
 }  // namespace zeus::job

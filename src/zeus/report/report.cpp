@@ -102,20 +102,45 @@ std::string summary_html(const contract::TrainResult& r) {
       row(fmt::format("re-planned (epoch {}, step {})", p.epoch + 1, p.step), p.reason);
     }
   }
+  if (r.grid) {
+    const contract::GridSummary& g = *r.grid;
+    row(g.signal == "carbon_intensity" ? "carbon intensity" : "electricity price",
+        fmt::format("{} (Zeus's choice at {:g}); {:.4g} {} over the epochs{}", g.source,
+                    g.signal_max, g.amount, g.unit,
+                    g.provider_failures > 0
+                        ? fmt::format("; the provider failed {} time(s)", g.provider_failures)
+                        : ""));
+    if (g.followed) {
+      row("following it saved (estimate)",
+          fmt::format("{:.4g} {} and {:.1f} s vs Zeus's fixed limit", g.estimated_saving, g.unit,
+                      g.estimated_time_saving_s));
+      for (const auto& c : g.choices) {
+        row(fmt::format("limit chosen (epoch {}, step {})", c.epoch + 1, c.step),
+            fmt::format("{} W at {:g}: {}", mw_to_w(c.power_limit_mw), c.signal, c.reason));
+      }
+    }
+  }
   return h + "</table>\n";
+}
+
+// An epoch's gCO2eq or $ under the grid's signal, or "-".
+std::string grid_cell(const contract::EpochRecord& e) {
+  return e.grid_amount ? fmt::format("{:.4g}", *e.grid_amount) : "-";
 }
 
 std::string epochs_html(const contract::TrainResult& r) {
   std::string h =
       "<table><tr><th>epoch</th><th>train iters</th><th>train s</th><th>train J</th><th>eval "
-      "iters</th><th>eval s</th><th>eval J</th><th>limit W</th><th>metric</th></tr>";
+      "iters</th><th>eval s</th><th>eval J</th><th>limit W</th><th>metric</th>" +
+      (r.grid ? fmt::format("<th>{}</th>", esc(r.grid->unit)) : std::string()) + "</tr>";
   for (const auto& e : r.epochs) {
     h += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.2f}</td><td>{:."
-        "1f}</td><td>{}</td><td>{}</td></tr>",
+        "1f}</td><td>{}</td><td>{}</td>{}</tr>",
         e.epoch + 1, e.train_iterations, e.train_time_s, e.train_energy_j, e.eval_iterations,
         e.eval_time_s, e.eval_energy_j, mw_to_w(e.power_limit_mw),
-        e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
+        e.metric ? fmt::format("{:.4f}", *e.metric) : "-",
+        r.grid ? fmt::format("<td>{}</td>", grid_cell(e)) : std::string());
   }
   return h + "</table>\n";
 }
@@ -306,14 +331,16 @@ std::string to_markdown(const RunData& run) {
   std::string md = fmt::format("# zeus report: {}\n\n", run.dir.string());
   for (const auto& [path, r] : run.results) {
     md += fmt::format("## {}\n\n{}\n\n", path.filename().string(), contract::summary_line(r));
-    md +=
-        "| epoch | train s | train J | eval s | eval J | limit W | metric |\n"
-        "|---|---|---|---|---|---|---|\n";
+    md += fmt::format(
+        "| epoch | train s | train J | eval s | eval J | limit W | metric |{}\n"
+        "|---|---|---|---|---|---|---|{}\n",
+        r.grid ? fmt::format(" {} |", r.grid->unit) : "", r.grid ? "---|" : "");
     for (const auto& e : r.epochs) {
       md +=
-          fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |\n", e.epoch + 1,
+          fmt::format("| {} | {:.2f} | {:.1f} | {:.2f} | {:.1f} | {} | {} |{}\n", e.epoch + 1,
                       e.train_time_s, e.train_energy_j, e.eval_time_s, e.eval_energy_j,
-                      mw_to_w(e.power_limit_mw), e.metric ? fmt::format("{:.4f}", *e.metric) : "-");
+                      mw_to_w(e.power_limit_mw), e.metric ? fmt::format("{:.4f}", *e.metric) : "-",
+                      r.grid ? fmt::format(" {} |", grid_cell(e)) : "");
     }
     if (const auto* p = profile_for(run, r.global_batch_size)) {
       md +=

@@ -1,0 +1,247 @@
+// A zeus::DataLoader job whose power limit follows the grid (ZEUS_CARBON_INTENSITY /
+// ZEUS_ELECTRICITY_PRICE, job/grid_limits.h) on a simulated V100: the limit it keeps at a low and
+// at a high intensity is the rule's on the job's own profile, a change of the signal moves it
+// within the interval, each epoch's gCO2eq is its energy times the intensity, and a provider that
+// breaks mid-run leaves the job running on the last value.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "support/sim_job.h"
+#include "support/test_support.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/errors.h"
+#include "zeus/contract/run_files.h"
+#include "zeus/grid/signal_trace.h"
+#include "zeus/job/collectives.h"
+#include "zeus/job/energy_job.h"
+#include "zeus/optimize/grid_rule.h"
+#include "zeus/optimize/power_profile.h"
+#include "zeus/report/report.h"
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+namespace zeus::job {
+namespace {
+
+// Hourly rows from an hour ago to two hours ahead, all at `value`.
+std::string rows_around_now(double value, std::string_view column = "carbonIntensity") {
+  const auto hour = std::chrono::floor<std::chrono::hours>(std::chrono::system_clock::now());
+  std::string text = fmt::format("datetime,{}\n", column);
+  for (int h = -1; h <= 2; ++h) {
+    text += fmt::format("{},{}\n", grid::format_iso8601(hour + std::chrono::hours(h)), value);
+  }
+  return text;
+}
+
+// The train steps of one epoch: 30 profile all seven limits at 1 + 2 iterations each, with
+// room for a grid reading after (kGridCheckSteps = 50 counts only steps after profiling).
+constexpr int kSteps = 60;
+
+struct GridJob {
+  test::TempDir dir;
+  std::filesystem::path trace = dir / "ci.csv";
+  SingleProcess world;
+
+  JobOptions options() const {
+    JobOptions o = test::quick_sim_job(dir.path());
+    o.device = "sim:v100:cifar100:1024";
+    o.grid.poll = 5ms;
+    o.grid.interval = std::chrono::hours(1);
+    return o;
+  }
+
+  // Waits for the poller's next reads to have seen the file (it reads every 5 ms).
+  static void let_the_poller_read() { std::this_thread::sleep_for(100ms); }
+
+  std::vector<optimize::LimitMeasurement> profile() const {
+    const auto p = optimize::power_profile_from_json(
+        read_file(contract::power_profile_path(dir.path(), 16)), "profile");
+    std::vector<optimize::LimitMeasurement> m;
+    for (const auto& [mw, x] : p.train) {
+      m.push_back(x);
+    }
+    return m;
+  }
+};
+
+TEST(GridJob, TheLimitFollowsTheIntensityOnTheJobsOwnProfile) {
+  GridJob g;
+  write_file_atomic(g.trace, rows_around_now(100));
+  JobOptions o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  std::optional<contract::TrainResult> result;
+  {
+    EnergyJob job(resolve_job_options(o, 3, 16, 1), g.world);
+    GridJob::let_the_poller_read();
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, kSteps, 5, 0.5);
+      if (*epoch == 1) {
+        write_file_atomic(g.trace, rows_around_now(3000));  // the grid got dirty: > 10%
+      }
+      GridJob::let_the_poller_read();
+    }
+    result = job.result();
+  }
+  ASSERT_TRUE(result && result->grid);
+  const contract::GridSummary& grid = *result->grid;
+  EXPECT_EQ(grid.signal, "carbon_intensity");
+  EXPECT_EQ(grid.unit, "gCO2eq");
+  EXPECT_TRUE(grid.followed);
+  const auto profile = g.profile();
+  const double max_power_w = result->max_power_w;
+  const int64_t clean = optimize::select_grid_limit(profile, 0.5, max_power_w, 100, 750);
+  const int64_t dirty = optimize::select_grid_limit(profile, 0.5, max_power_w, 3000, 750);
+  const int64_t zeus = *result->optimal_power_limit_mw;
+  ASSERT_GT(clean, zeus);  // the profile makes the test meaningful: the signal moves the limit
+  ASSERT_LT(dirty, clean);
+  ASSERT_GE(grid.choices.size(), 2u);
+  EXPECT_EQ(grid.choices[0].signal, 100);
+  EXPECT_EQ(grid.choices[0].power_limit_mw, clean);
+  EXPECT_EQ(grid.choices.back().signal, 3000);
+  EXPECT_EQ(grid.choices.back().power_limit_mw, dirty);
+  EXPECT_THAT(grid.choices.back().reason, HasSubstr("moved"));
+  ASSERT_EQ(result->epochs.size(), 3u);
+  // An epoch's limit is the one at its end: the first reading (at epoch 0's end) chose the
+  // clean limit; the dirty one came at epoch 1's end, within the interval, and stayed.
+  EXPECT_EQ(result->epochs[0].power_limit_mw, clean);
+  EXPECT_EQ(result->epochs[1].power_limit_mw, dirty);
+  EXPECT_EQ(result->epochs[2].power_limit_mw, dirty);
+  const auto& e1 = result->epochs[1];  // ran at the clean limit, under 100 g/kWh
+  ASSERT_TRUE(e1.grid_amount);
+  EXPECT_NEAR(*e1.grid_amount, (e1.train_energy_j + e1.eval_energy_j) / 3.6e6 * 100,
+              1e-9 * *e1.grid_amount);
+  // Each epoch's gCO2eq: its energy at the intensity it ran under.
+  const auto& e2 = result->epochs[2];
+  ASSERT_TRUE(e2.grid_amount);
+  EXPECT_NEAR(*e2.grid_amount, (e2.train_energy_j + e2.eval_energy_j) / 3.6e6 * 3000,
+              1e-9 * *e2.grid_amount);
+  double total = 0;
+  for (const auto& e : result->epochs) {
+    total += e.grid_amount.value_or(0);
+  }
+  EXPECT_NEAR(grid.amount, total, 1e-12 * total);
+  // The estimate against Zeus's fixed limit: epoch 1's train steps at the clean limit under 100,
+  // epoch 2's at the dirty one under 3000, each per step by the profile.
+  auto at = [&](int64_t mw) {
+    return *std::find_if(profile.begin(), profile.end(),
+                         [&](const auto& m) { return m.power_limit_mw == mw; });
+  };
+  auto joules = [&](int64_t mw) { return at(mw).power_w / at(mw).throughput_ips; };
+  auto seconds = [&](int64_t mw) { return 1.0 / at(mw).throughput_ips; };
+  const double saving = kSteps * (joules(zeus) - joules(clean)) / 3.6e6 * 100 +
+                        kSteps * (joules(zeus) - joules(dirty)) / 3.6e6 * 3000;
+  EXPECT_NEAR(grid.estimated_saving, saving, 1e-9 * std::abs(saving));
+  EXPECT_NEAR(grid.estimated_time_saving_s,
+              kSteps * (seconds(zeus) - seconds(clean)) + kSteps * (seconds(zeus) - seconds(dirty)),
+              1e-9);
+  // The file round-trips.
+  const auto again = contract::train_result_from_json(contract::to_json(*result), "again");
+  ASSERT_TRUE(again.grid);
+  EXPECT_EQ(again.grid->choices.size(), grid.choices.size());
+  EXPECT_EQ(again.epochs[2].grid_amount, e2.grid_amount);
+  EXPECT_THAT(contract::summary_line(*result), HasSubstr("gCO2eq over the epochs"));
+  // zeus report: the epochs' gCO2eq and the rule's choices.
+  const auto run_dir = report::load_run(g.dir.path());
+  EXPECT_THAT(report::to_markdown(run_dir), HasSubstr("| metric | gCO2eq |"));
+  EXPECT_THAT(report::to_markdown(run_dir), HasSubstr(fmt::format("| {:.4g} |", *e2.grid_amount)));
+  EXPECT_THAT(report::to_html(run_dir), HasSubstr("following it saved (estimate)"));
+}
+
+TEST(GridJob, AtTheReferenceTheLimitIsZeusAndABrokenTraceKeepsTheLastValue) {
+  GridJob g;
+  write_file_atomic(g.trace, rows_around_now(750));
+  JobOptions o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  std::optional<contract::TrainResult> result;
+  {
+    EnergyJob job(resolve_job_options(o, 3, 16, 1), g.world);
+    GridJob::let_the_poller_read();
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, kSteps, 5, 0.5);
+      if (*epoch == 0) {
+        write_file_atomic(g.trace, "not,a trace\n");  // the provider now fails
+      }
+      GridJob::let_the_poller_read();
+    }
+    result = job.result();
+  }
+  ASSERT_TRUE(result && result->grid);
+  EXPECT_EQ(result->num_epochs, 3);
+  EXPECT_GT(result->grid->provider_failures, 0);
+  for (const auto& e : result->epochs) {
+    EXPECT_EQ(e.power_limit_mw, *result->optimal_power_limit_mw);
+    ASSERT_TRUE(e.grid_amount);
+    EXPECT_NEAR(*e.grid_amount, (e.train_energy_j + e.eval_energy_j) / 3.6e6 * 750, 1e-6);
+  }
+}
+
+TEST(GridJob, MeasuringOnlyCountsThePriceAndMovesNothing) {
+  GridJob g;
+  write_file_atomic(g.trace, rows_around_now(0.25, "price_per_kwh"));
+  JobOptions o = g.options();
+  o.measure_only = true;
+  o.grid.electricity_price = g.trace.string();
+  o.grid.signal_max = 0.5;
+  std::optional<contract::TrainResult> result;
+  {
+    EnergyJob job(resolve_job_options(o, 2, 16, 1), g.world);
+    GridJob::let_the_poller_read();
+    while (job.next_epoch()) {
+      test::run_epoch(job, kSteps, 5, 0.5);
+    }
+    result = job.result();
+  }
+  ASSERT_TRUE(result && result->grid);
+  EXPECT_FALSE(result->grid->followed);
+  EXPECT_TRUE(result->grid->choices.empty());
+  EXPECT_EQ(result->grid->unit, "$");
+  const auto& e = result->epochs[1];
+  EXPECT_NEAR(*e.grid_amount, (e.train_energy_j + e.eval_energy_j) / 3.6e6 * 0.25, 1e-9);
+}
+
+TEST(GridJob, BadSignalsAreRefusedNamingTheVariable) {
+  GridJob g;
+  write_file_atomic(g.trace, rows_around_now(100));
+  auto refused = [&](JobOptions o, const char* says) {
+    try {
+      resolve_job_options(o, 1, 16, 1);
+      ADD_FAILURE() << "accepted; expected " << says;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(says));
+    }
+  };
+  JobOptions o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  o.grid.electricity_price = g.trace.string();
+  refused(o, "both set");
+  o = g.options();
+  o.grid.electricity_price = g.trace.string();
+  refused(o, "ZEUS_MAX_PRICE");
+  o = g.options();
+  o.grid.carbon_intensity = (g.dir / "missing.csv").string();
+  refused(o, "missing.csv");
+  o = g.options();
+  o.grid.carbon_intensity = "https://api.electricitymap.org/v3";
+  refused(o, "ZEUS_CARBON_LOCATION");
+  o.grid.location = "north";
+  refused(o, "ZEUS_CARBON_LOCATION='north'");
+  // A trace that does not parse fails the job at its start, naming the file.
+  write_file_atomic(g.trace, "datetime,carbonIntensity\nnoon,3\n");
+  o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  try {
+    EnergyJob job(resolve_job_options(o, 1, 16, 1), g.world);
+    ADD_FAILURE() << "the job started";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ci.csv"));
+  }
+}
+
+}  // namespace
+}  // namespace zeus::job
