@@ -71,11 +71,12 @@ TEST(FashionMnistExample, PerGpuLimitsUnderZeusRunSpendLessThanOneLimit) {
   test::ScopedEnv params("ZEUS_PROFILE_PARAMS", "2,5");
   const auto run = [&](const std::string& plan) {
     test::ScopedEnv mode("ZEUS_POWER_LIMIT_PLAN", plan);
-    const auto r = test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "4", "--standalone",
-                                      "--omp-num-threads", "1", ZEUS_EXAMPLE_PATH, "--epochs", "2",
-                                      "--limit-train", "16384", "--target-accuracy", "0.99",
-                                      "--device", "sim:v100,v100,v100*1.2,v100:cifar100:1024",
-                                      "--log-dir", (dir / plan).string()});
+    const auto r = test::run_process(
+        {ZEUS_CLI_PATH, "run", "--nproc-per-node", "4", "--standalone", "--omp-num-threads", "1",
+         ZEUS_EXAMPLE_PATH, "--epochs", "2", "--limit-train", "16384", "--target-accuracy", "0.99",
+         "--device", "sim:v100,v100,v100*1.2,v100:cifar100:1024", "--log-dir",
+         (dir / plan).string()},
+        std::chrono::seconds(240));  // 4 libtorch ranks on 2 cores
     EXPECT_EQ(r.exit_code, 0) << plan << ": " << r.out << r.err;
     return nlohmann::json::parse(read_file(dir / plan / "zeus+bs256.train.json"));
   };

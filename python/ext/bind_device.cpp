@@ -247,6 +247,7 @@ void bind_device(py::module_& m) {
       .def("power_mw", [](Gpus& g, int i) { return g.set().power_mw(i); })
       .def("has_energy_counter", [](Gpus& g, int i) { return g.set().has_energy_counter(i); })
       .def("energy_mj", [](Gpus& g, int i) { return g.set().energy_mj(i); })
+      .def("temperature_c", [](Gpus& g, int i) { return g.set().read(i).temperature_c; })
       .def("power_limit_mw", [](Gpus& g, int i) { return g.set().power_limit_mw(i); })
       .def("power_limit_constraints_mw",
            [](Gpus& g, int i) {

@@ -15,6 +15,7 @@
 #include "zeus/device/discovery.h"
 #include "zeus/monitor/energy_monitor.h"
 #include "zeus/monitor/power_monitor.h"
+#include "zeus/monitor/temperature_monitor.h"
 
 namespace py = pybind11;
 
@@ -147,6 +148,35 @@ class Timeline {
   std::unique_ptr<monitor::PowerMonitor> monitor_;  // refers to gpus_
 };
 
+// A TemperatureMonitor over some GPUs of a Gpus, read in Unix seconds and degrees C.
+class Temperatures {
+ public:
+  Temperatures(std::shared_ptr<Gpus> gpus, std::vector<int> gpu_indices, double period_s,
+               size_t capacity)
+      : gpus_(std::move(gpus)) {
+    monitor::TemperatureMonitorOptions options;
+    options.gpus = std::move(gpu_indices);
+    options.period = seconds_to_ns(period_s);
+    options.capacity = capacity;
+    monitor_ = std::make_unique<monitor::TemperatureMonitor>(&gpus_->set(), options);
+  }
+
+  std::vector<std::pair<double, double>> timeline(int gpu) const {
+    std::vector<std::pair<double, double>> out;
+    for (const auto& s : monitor_->timeline(gpu)) {
+      out.emplace_back(duration<double>(s.time.time_since_epoch()).count(), s.temperature_c);
+    }
+    return out;
+  }
+  std::vector<int> unsupported() const { return monitor_->unsupported(); }
+  std::optional<std::string> error() const { return monitor_->error(); }
+  void stop() { monitor_->stop(); }
+
+ private:
+  std::shared_ptr<Gpus> gpus_;
+  std::unique_ptr<monitor::TemperatureMonitor> monitor_;  // refers to gpus_
+};
+
 }  // namespace
 
 void bind_monitor(py::module_& m) {
@@ -161,7 +191,10 @@ void bind_monitor(py::module_& m) {
 
   py::class_<device::CpuSet, std::shared_ptr<device::CpuSet>>(m, "CpuSet")
       .def_property_readonly("count", &device::CpuSet::count)
-      .def("name", &device::CpuSet::name);
+      .def("name", &device::CpuSet::name)
+      .def("energy_uj", &device::CpuSet::energy_uj, py::arg("cpu"))
+      .def("has_dram", &device::CpuSet::has_dram, py::arg("cpu"))
+      .def("dram_energy_uj", &device::CpuSet::dram_energy_uj, py::arg("cpu"));
   m.def(
       "open_rapl", [] { return std::shared_ptr<device::CpuSet>(device::open_cpu_set()); },
       "The CPU packages' RAPL counters (ZEUS_RAPL_ROOT or /sys/class/powercap)");
@@ -189,6 +222,17 @@ void bind_monitor(py::module_& m) {
       .def_property_readonly("sample_count", &Timeline::sample_count)
       .def_property_readonly("error", &Timeline::error)
       .def("stop", &Timeline::stop, py::call_guard<py::gil_scoped_release>());
+
+  // Zeus 0.16's TemperatureMonitor: one C++ thread, only the changes kept.
+  py::class_<Temperatures>(m, "TemperatureTimeline")
+      .def(py::init<std::shared_ptr<Gpus>, std::vector<int>, double, size_t>(), py::arg("gpus"),
+           py::arg("gpu_indices"), py::arg("period_s"), py::arg("capacity"))
+      .def("timeline", &Temperatures::timeline, py::arg("gpu"),
+           py::call_guard<py::gil_scoped_release>(),
+           "(Unix s, degrees C) of a GPU, oldest first: only the changes.")
+      .def_property_readonly("unsupported", &Temperatures::unsupported)
+      .def_property_readonly("error", &Temperatures::error)
+      .def("stop", &Temperatures::stop, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace zeus::python

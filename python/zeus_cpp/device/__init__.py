@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from zeus_cpp import _core
 
-__all__ = ["GPUs", "get_gpus", "sim_virtual_clock"]
+__all__ = ["CPUs", "CpuDramMeasurement", "GPUs", "get_cpus", "get_gpus", "sim_virtual_clock"]
 
 
 def sim_virtual_clock(locator: str) -> bool:
@@ -46,6 +46,14 @@ class GPUs:
 
     def get_name(self, gpu_index: int) -> str:
         return self._gpus.name(gpu_index)
+
+    def get_gpu_temperature(self, gpu_index: int) -> int:
+        """Degrees C (upstream's); ``DeviceError`` where the GPU has no sensor."""
+        t = self._gpus.temperature_c(gpu_index)
+        if t is None:
+            raise _core.DeviceError(f"GPU {gpu_index} ({self.get_name(gpu_index)}) has no "
+                                    "temperature sensor to read")
+        return int(t)
 
     def get_uuid(self, gpu_index: int) -> str:
         return self._gpus.uuid(gpu_index)
@@ -122,3 +130,7 @@ def get_gpus(ensure_homogeneous: bool = False, device: str | None = None) -> GPU
             f"the GPUs of {gpus.locator} are not all the same model: "
             f"{[gpus.get_name(i) for i in gpus.gpus]}")
     return gpus
+
+
+# The CPUs (RAPL), as upstream's zeus.device.get_cpus() offers them (cpu.py).
+from zeus_cpp.device.cpu import CPUs, CpuDramMeasurement, get_cpus  # noqa: E402

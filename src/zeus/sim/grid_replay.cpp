@@ -66,26 +66,30 @@ int64_t median_epochs(const WorkloadModel& model, int64_t batch_size) {
 
 }  // namespace
 
-GridRun GridReplayResult::zeus_total() const {
+namespace {
+
+GridRun total(const std::vector<GridJobRecord>& jobs, GridRun GridJobRecord::*policy) {
   GridRun t;
   for (const auto& j : jobs) {
-    t.time_s += j.zeus.time_s;
-    t.energy_j += j.zeus.energy_j;
-    t.amount += j.zeus.amount;
-    t.limit_changes += j.zeus.limit_changes;
+    const GridRun& r = j.*policy;
+    t.time_s += r.time_s;
+    t.energy_j += r.energy_j;
+    t.amount += r.amount;
+    t.limit_changes += r.limit_changes;
   }
   return t;
 }
 
+}  // namespace
+
+GridRun GridReplayResult::zeus_total() const {
+  return total(jobs, &GridJobRecord::zeus);
+}
 GridRun GridReplayResult::rule_total() const {
-  GridRun t;
-  for (const auto& j : jobs) {
-    t.time_s += j.rule.time_s;
-    t.energy_j += j.rule.energy_j;
-    t.amount += j.rule.amount;
-    t.limit_changes += j.rule.limit_changes;
-  }
-  return t;
+  return total(jobs, &GridJobRecord::rule);
+}
+GridRun GridReplayResult::max_limit_total() const {
+  return total(jobs, &GridJobRecord::max_limit);
 }
 
 double GridReplayResult::amount_saving() const {
@@ -138,11 +142,13 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
   std::set<int64_t> used;
 
   // One job from `start` (s since the trace's first row) under a policy.
-  auto run_job = [&](double start, bool follow_grid) {
+  // fixed_mw: a fixed limit (Zeus's, the maximum); 0 follows the grid.
+  auto run_job = [&](double start, int64_t fixed_mw) {
+    const bool follow_grid = fixed_mw == 0;
     GridRun run;
     run.start_s = start;
     optimize::GridFollower rule(profile, follow);
-    int64_t limit = zeus_rule.zeus_limit_mw();
+    int64_t limit = follow_grid ? zeus_rule.zeus_limit_mw() : fixed_mw;
     double t = start;
     double left = iterations;
     double last_choice = start;
@@ -187,10 +193,14 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
   int n = options.recurrences;
   double zeus_t = 0;
   double rule_t = 0;
+  double max_t = 0;
+  const int64_t max_mw = model.max_power_limit_w(bs) * 1000;
   for (int i = 0; n == 0 ? (i == 0 || zeus_t < timeline.span_s()) : i < n; ++i) {
-    GridJobRecord rec{run_job(zeus_t, false), run_job(rule_t, true)};
+    GridJobRecord rec{run_job(zeus_t, zeus_rule.zeus_limit_mw()), run_job(rule_t, 0),
+                      run_job(max_t, max_mw)};
     zeus_t += rec.zeus.time_s;
     rule_t += rec.rule.time_s;
+    max_t += rec.max_limit.time_s;
     result.jobs.push_back(rec);
     if (result.jobs.size() > 100'000) {
       throw ConfigError("more than 100000 recurrences: give --recurrences");

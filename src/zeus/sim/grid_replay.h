@@ -38,6 +38,7 @@ struct GridRun {
 struct GridJobRecord {
   GridRun zeus;
   GridRun rule;
+  GridRun max_limit;  // the Default: the maximum limit, for context
 };
 
 struct GridReplayResult {
@@ -50,6 +51,7 @@ struct GridReplayResult {
   std::vector<GridJobRecord> jobs;
   GridRun zeus_total() const;
   GridRun rule_total() const;
+  GridRun max_limit_total() const;
   // 1 - rule / zeus, of the amount and energy; rule / zeus - 1 of the time.
   double amount_saving() const;
   double energy_saving() const;
