@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "support/sim_job.h"
 #include "support/test_support.h"
+#include "support/thread_world.h"
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
 #include "zeus/contract/run_files.h"
@@ -59,6 +61,21 @@ struct GridJob {
   // Waits for the poller's next reads to have seen the file (it reads every 5 ms).
   static void let_the_poller_read() { std::this_thread::sleep_for(100ms); }
 
+  // Runs the job for `epochs` epochs of kSteps train steps; `after_epoch` runs between them.
+  contract::TrainResult run(const JobOptions& o, int epochs,
+                            const std::function<void(int)>& after_epoch = {}) {
+    EnergyJob job(resolve_job_options(o, epochs, 16, 1), world);
+    let_the_poller_read();
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, kSteps, 5, 0.5);
+      if (after_epoch) {
+        after_epoch(*epoch);
+      }
+      let_the_poller_read();
+    }
+    return *job.result();
+  }
+
   std::vector<optimize::LimitMeasurement> profile() const {
     const auto p = optimize::power_profile_from_json(
         read_file(contract::power_profile_path(dir.path(), 16)), "profile");
@@ -75,19 +92,11 @@ TEST(GridJob, TheLimitFollowsTheIntensityOnTheJobsOwnProfile) {
   write_file_atomic(g.trace, rows_around_now(100));
   JobOptions o = g.options();
   o.grid.carbon_intensity = g.trace.string();
-  std::optional<contract::TrainResult> result;
-  {
-    EnergyJob job(resolve_job_options(o, 3, 16, 1), g.world);
-    GridJob::let_the_poller_read();
-    while (auto epoch = job.next_epoch()) {
-      test::run_epoch(job, kSteps, 5, 0.5);
-      if (*epoch == 1) {
-        write_file_atomic(g.trace, rows_around_now(3000));  // the grid got dirty: > 10%
-      }
-      GridJob::let_the_poller_read();
+  const std::optional<contract::TrainResult> result = g.run(o, 3, [&](int epoch) {
+    if (epoch == 1) {
+      write_file_atomic(g.trace, rows_around_now(3000));  // the grid got dirty: > 10%
     }
-    result = job.result();
-  }
+  });
   ASSERT_TRUE(result && result->grid);
   const contract::GridSummary& grid = *result->grid;
   EXPECT_EQ(grid.signal, "carbon_intensity");
@@ -158,19 +167,11 @@ TEST(GridJob, AtTheReferenceTheLimitIsZeusAndABrokenTraceKeepsTheLastValue) {
   write_file_atomic(g.trace, rows_around_now(750));
   JobOptions o = g.options();
   o.grid.carbon_intensity = g.trace.string();
-  std::optional<contract::TrainResult> result;
-  {
-    EnergyJob job(resolve_job_options(o, 3, 16, 1), g.world);
-    GridJob::let_the_poller_read();
-    while (auto epoch = job.next_epoch()) {
-      test::run_epoch(job, kSteps, 5, 0.5);
-      if (*epoch == 0) {
-        write_file_atomic(g.trace, "not,a trace\n");  // the provider now fails
-      }
-      GridJob::let_the_poller_read();
+  const std::optional<contract::TrainResult> result = g.run(o, 3, [&](int epoch) {
+    if (epoch == 0) {
+      write_file_atomic(g.trace, "not,a trace\n");  // the provider now fails
     }
-    result = job.result();
-  }
+  });
   ASSERT_TRUE(result && result->grid);
   EXPECT_EQ(result->num_epochs, 3);
   EXPECT_GT(result->grid->provider_failures, 0);
@@ -188,15 +189,7 @@ TEST(GridJob, MeasuringOnlyCountsThePriceAndMovesNothing) {
   o.measure_only = true;
   o.grid.electricity_price = g.trace.string();
   o.grid.signal_max = 0.5;
-  std::optional<contract::TrainResult> result;
-  {
-    EnergyJob job(resolve_job_options(o, 2, 16, 1), g.world);
-    GridJob::let_the_poller_read();
-    while (job.next_epoch()) {
-      test::run_epoch(job, kSteps, 5, 0.5);
-    }
-    result = job.result();
-  }
+  const std::optional<contract::TrainResult> result = g.run(o, 2);
   ASSERT_TRUE(result && result->grid);
   EXPECT_FALSE(result->grid->followed);
   EXPECT_TRUE(result->grid->choices.empty());
@@ -241,6 +234,59 @@ TEST(GridJob, BadSignalsAreRefusedNamingTheVariable) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("ci.csv"));
   }
+}
+
+}  // namespace
+}  // namespace zeus::job
+
+namespace zeus::job {
+namespace {
+
+// Two ranks, the second GPU 20% slower, planning per GPU: the grid's reading is rank 0's on
+// every rank, and the per-GPU plan is made again at the signal's knob.
+TEST(GridJob, PerGpuPlansFollowTheSignalOnEveryRank) {
+  GridJob g;
+  write_file_atomic(g.trace, rows_around_now(100));
+  test::ScopedEnv no_state("ZEUS_SIM_STATE", std::nullopt);
+  test::ScopedEnv no_plan("ZEUS_POWER_LIMIT_PLAN", std::nullopt);
+  test::ThreadWorld threads(2, 2);
+  std::vector<contract::TrainResult> results(2);
+  const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
+    JobOptions o = g.options();
+    o.device = "sim:v100,v100*1.2:cifar100:1024";
+    o.grid.carbon_intensity = g.trace.string();
+    EnergyJob job(resolve_job_options(o, 3, 16, 2), c);
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, kSteps, 5, 0.5);
+      if (rank == 0 && *epoch == 1) {
+        write_file_atomic(g.trace, rows_around_now(3000));
+      }
+      if (rank == 0) {
+        GridJob::let_the_poller_read();
+      }
+    }
+    results[static_cast<size_t>(rank)] = *job.result();
+  });
+  for (const auto& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.grid);
+    EXPECT_EQ(r.power_limit_plan, "per_gpu");
+    EXPECT_EQ(r.power_limits_mw, results[0].power_limits_mw);  // one plan on every rank
+    ASSERT_EQ(r.grid->choices.size(), results[0].grid->choices.size());
+    EXPECT_EQ(r.grid->choices.back().signal, 3000);
+  }
+  const auto& r = results[0];
+  // The plan was made again when the grid got dirty, and ended lower than at 100 g/kWh.
+  ASSERT_FALSE(r.replans.empty());
+  EXPECT_THAT(r.replans.back().reason, HasSubstr("grid's signal moved Zeus's knob"));
+  const auto& clean = r.replans.front().power_limits_mw;
+  const auto& dirty = r.power_limits_mw;
+  EXPECT_LE(dirty[0], clean[0]);
+  EXPECT_LT(dirty[0] + dirty[1], clean[0] + clean[1]);
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "zeus/launch/launch_options.h"
+#include "zeus/sim/workload_model.h"
 #include "zeus/tune/tuner.h"
 
 namespace CLI {
@@ -114,6 +116,10 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
 int run_simulate(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 // zeus simulate --dp (simulate_dp_command.cpp).
 int run_simulate_dp(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
+// The traced jobs `--gpu` and `--workload` name (each GPU's traces read once), one model each.
+// Throws ConfigError for an unknown GPU or workload, IoError for a missing trace.
+void for_each_traced_job(const SimulateCommandOptions& options,
+                         const std::function<void(const sim::WorkloadModel&)>& each);
 // zeus simulate --carbon/--price (simulate_grid_command.cpp).
 int run_simulate_grid(const SimulateCommandOptions& options, std::ostream& out, std::ostream& err);
 int run_report(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -223,6 +224,40 @@ nlohmann::json to_json(const sim::SimulationResult& r) {
 
 }  // namespace
 
+void for_each_traced_job(const SimulateCommandOptions& o,
+                         const std::function<void(const sim::WorkloadModel&)>& each) {
+  std::vector<std::string> gpus;
+  if (o.gpu == "all") {
+    for (const auto g : trace::trace_gpu_models()) {
+      gpus.emplace_back(g);
+    }
+  } else {
+    gpus.push_back(o.gpu);
+  }
+  std::vector<const sim::Job*> jobs;
+  if (o.workload == "all") {
+    for (const auto& job : trace::all_workloads()) {
+      jobs.push_back(&job);
+    }
+  } else {
+    jobs.push_back(&trace::find_workload(o.workload));
+  }
+  const std::filesystem::path dir =
+      o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);
+  const trace::TrainTrace train = trace::TrainTrace::load(dir / "summary_train.csv");
+  for (const auto& gpu : gpus) {
+    if (std::find(trace::trace_gpu_models().begin(), trace::trace_gpu_models().end(), gpu) ==
+        trace::trace_gpu_models().end()) {
+      throw ConfigError(fmt::format("--gpu '{}': choose v100, a40, p100, rtx6000 or all", gpu));
+    }
+    const trace::PowerTrace power =
+        trace::PowerTrace::load(dir / fmt::format("summary_power_{}.csv", gpu));
+    for (const sim::Job* job : jobs) {
+      each(sim::WorkloadModel(gpu, *job, power, train));
+    }
+  }
+}
+
 int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.carbon.empty() || !o.price.empty()) {
     return run_simulate_grid(o, out, err);
@@ -255,42 +290,14 @@ int run_simulate(const SimulateCommandOptions& o, std::ostream& out, std::ostrea
     policy = optimize::policy_label(choice);
     options.fidelity = sim::parse_fidelity(o.fidelity);
 
-    std::vector<std::string> gpus;
-    if (o.gpu == "all") {
-      for (const auto g : trace::trace_gpu_models()) {
-        gpus.emplace_back(g);
+    for_each_traced_job(o, [&](const sim::WorkloadModel& model) {
+      Group group{model.gpu(), std::string(model.job().dataset), model.default_batch_size(), {}};
+      for (const uint64_t seed : seeds) {
+        options.seed = seed;
+        group.runs.push_back(sim::simulate(model, options));
       }
-    } else {
-      gpus.push_back(o.gpu);
-    }
-    std::vector<const sim::Job*> jobs;
-    if (o.workload == "all") {
-      for (const auto& job : trace::all_workloads()) {
-        jobs.push_back(&job);
-      }
-    } else {
-      jobs.push_back(&trace::find_workload(o.workload));
-    }
-    const std::filesystem::path dir =
-        o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);
-    const trace::TrainTrace train = trace::TrainTrace::load(dir / "summary_train.csv");
-    for (const auto& gpu : gpus) {
-      if (std::find(trace::trace_gpu_models().begin(), trace::trace_gpu_models().end(), gpu) ==
-          trace::trace_gpu_models().end()) {
-        throw ConfigError(fmt::format("--gpu '{}': choose v100, a40, p100, rtx6000 or all", gpu));
-      }
-      const trace::PowerTrace power =
-          trace::PowerTrace::load(dir / fmt::format("summary_power_{}.csv", gpu));
-      for (const sim::Job* job : jobs) {
-        const sim::WorkloadModel model(gpu, *job, power, train);
-        Group group{gpu, std::string(job->dataset), model.default_batch_size(), {}};
-        for (const uint64_t seed : seeds) {
-          options.seed = seed;
-          group.runs.push_back(sim::simulate(model, options));
-        }
-        groups.push_back(std::move(group));
-      }
-    }
+      groups.push_back(std::move(group));
+    });
   } catch (const Error& e) {
     err << "zeus simulate: error: " << e.what() << "\n";
     return kExitUsage;

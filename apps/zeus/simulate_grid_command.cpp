@@ -106,37 +106,9 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
     options.recurrences = std::max(o.recurrences, 0);
     options.batch_size = o.batch_size;
 
-    std::vector<std::string> gpus;
-    if (o.gpu == "all") {
-      for (const auto g : trace::trace_gpu_models()) {
-        gpus.emplace_back(g);
-      }
-    } else {
-      if (std::find(trace::trace_gpu_models().begin(), trace::trace_gpu_models().end(), o.gpu) ==
-          trace::trace_gpu_models().end()) {
-        throw ConfigError(fmt::format("--gpu '{}': choose v100, a40, p100, rtx6000 or all", o.gpu));
-      }
-      gpus.push_back(o.gpu);
-    }
-    std::vector<const sim::Job*> jobs;
-    if (o.workload == "all") {
-      for (const auto& job : trace::all_workloads()) {
-        jobs.push_back(&job);
-      }
-    } else {
-      jobs.push_back(&trace::find_workload(o.workload));
-    }
-    const std::filesystem::path dir =
-        o.trace_dir.empty() ? trace::trace_dir() : std::filesystem::path(o.trace_dir);
-    const trace::TrainTrace train = trace::TrainTrace::load(dir / "summary_train.csv");
-    for (const auto& gpu : gpus) {
-      const trace::PowerTrace power =
-          trace::PowerTrace::load(dir / fmt::format("summary_power_{}.csv", gpu));
-      for (const sim::Job* job : jobs) {
-        const sim::WorkloadModel model(gpu, *job, power, train);
-        results.push_back(sim::replay_grid(model, signal, options));
-      }
-    }
+    for_each_traced_job(o, [&](const sim::WorkloadModel& model) {
+      results.push_back(sim::replay_grid(model, signal, options));
+    });
   } catch (const Error& e) {
     err << "zeus simulate: error: " << e.what() << "\n";
     return kExitUsage;

@@ -14,8 +14,10 @@ import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Callable
 
+from zeus_cpp import _core
 from zeus_cpp.monitor.energy import Measurement, ZeusMonitor
 
 logger = logging.getLogger(__name__)
@@ -159,3 +161,59 @@ def period_seconds(period: timedelta | float | int) -> float:
     if not s > 0:
         raise ValueError(f"the provider's update_period must be positive, got {period!r}")
     return s
+
+
+class TraceFile:
+    """A carbon or price trace read by the C++ reader (``_core.SignalTrace``: the formats of
+    docs/grid.md), read again when the file changes (its time or size)."""
+
+    def __init__(self, path: str | Path, kind: str) -> None:
+        self.path = Path(path)
+        self._kind = kind
+        self._stamp: tuple[float, int] | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        st = self.path.stat() if self.path.exists() else None
+        stamp = (st.st_mtime, st.st_size) if st else None
+        if stamp is not None and stamp == self._stamp:
+            return
+        self.trace = _core.SignalTrace.load(str(self.path), self._kind)
+        self._stamp = stamp
+
+    def value_at(self, when: datetime | float) -> float:
+        """The row in force at `when` (a datetime, or Unix seconds)."""
+        self.reload()
+        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
+        return self.trace.at(unix_s)[1]
+
+    def points(self) -> list[tuple[datetime, float]]:
+        self.reload()
+        return [(to_datetime(t), v) for t, v in self.trace.points]
+
+    @property
+    def step(self) -> timedelta:
+        return timedelta(seconds=self.trace.step_s)
+
+
+class BucketMonitor:
+    """The windows of a monitor that charges each period its signal (the carbon and price
+    monitors): upstream's ``begin_window``/``end_window`` contract over ``BucketedWindows``."""
+
+    def __init__(self, zeus_monitor: ZeusMonitor, period: Callable[[], timedelta | float],
+                 rate_at: Callable[[datetime], float], what: str) -> None:
+        self.zeus_monitor = zeus_monitor
+        self._windows = BucketedWindows(zeus_monitor, lambda: period_seconds(period()),
+                                        rate_at, what)
+
+    @property
+    def current_keys(self) -> set[str]:
+        return set(self._windows._keys)
+
+    def begin_window(self, key: str, sync_execution: bool = True) -> None:
+        """Begins the window `key` (``ValueError`` if it is open)."""
+        self._windows.begin(key, sync_execution)
+
+    def _end(self, key: str, sync_execution: bool) -> tuple[Measurement, dict[str, float],
+                                                            list[str]]:
+        return self._windows.end(key, sync_execution)

@@ -23,7 +23,7 @@ from typing import Callable, Literal
 
 from zeus_cpp import _core
 from zeus_cpp._errors import ZeusError
-from zeus_cpp.monitor._buckets import BucketedWindows, by_kind, period_seconds
+from zeus_cpp.monitor._buckets import BucketMonitor, TraceFile, by_kind
 from zeus_cpp.monitor._http import BadReply, HttpFailure, get_json
 from zeus_cpp.monitor.energy import ZeusMonitor
 
@@ -192,42 +192,28 @@ class TraceCarbonIntensityProvider(CarbonIntensityProvider):
     row in force now; the file is read again when it changes. ``clock``: Unix seconds (tests
     and replays pass their own)."""
 
-    kind = "carbon"
-
     def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.path = Path(path)
+        self._file = TraceFile(path, "carbon")
+        self.path = self._file.path
         self._clock = clock
-        self._stamp: tuple[float, int] | None = None
-        self._load()
-
-    def _load(self) -> None:
-        st = self.path.stat() if self.path.exists() else None
-        stamp = (st.st_mtime, st.st_size) if st else None
-        if stamp is not None and stamp == self._stamp:
-            return
-        self.trace = _core.SignalTrace.load(str(self.path), self.kind)
-        self._stamp = stamp
 
     def value_at(self, when: datetime | float) -> float:
         """The row in force at `when` (a datetime, or Unix seconds)."""
-        self._load()
-        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
-        return self.trace.at(unix_s)[1]
+        return self._file.value_at(when)
 
     def get_current_carbon_intensity(self) -> float:
         return self.value_at(self._clock())
 
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
-        self._load()
-        return {datetime.fromtimestamp(t, timezone.utc): v for t, v in self.trace.points}
+        return dict(self._file.points())
 
     @property
     def update_period(self) -> timedelta:
-        return timedelta(seconds=self.trace.step_s)
+        return self._file.step
 
     @property
     def history_length(self) -> int:
-        return len(self.trace.points)
+        return len(self._file.points())
 
 
 def intensity_at(provider: CarbonIntensityProvider, start: datetime) -> float:
@@ -262,8 +248,9 @@ class CarbonEmissionMeasurement:
     warnings: list[str] = field(default_factory=list)
 
 
-class CarbonEmissionMonitor:
-    """Time, energy and carbon emission of named windows (upstream's constructor and methods).
+class CarbonEmissionMonitor(BucketMonitor):
+    """Time, energy and carbon emission of named windows (upstream's constructor and methods:
+    ``begin_window(key, sync_execution=True)``, ``end_window``, ``current_keys``).
 
     ``carbon_intensity_provider``: where the intensity comes from. ``gpu_indices``,
     ``cpu_indices``, ``sync_execution_with``: as ``ZeusMonitor``. zeus-cpp's: ``device`` (a
@@ -279,27 +266,17 @@ class CarbonEmissionMonitor:
         *,
         device: str | None = None,
     ) -> None:
-        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
-                                        sync_execution_with=sync_execution_with, device=device)
         self.carbon_intensity_provider = carbon_intensity_provider
-        self._windows = BucketedWindows(
-            self.zeus_monitor,
-            lambda: period_seconds(carbon_intensity_provider.update_period),
-            lambda start: intensity_at(carbon_intensity_provider, start),
-            "carbon intensity")
-
-    @property
-    def current_keys(self) -> set[str]:
-        return set(self._windows._keys)
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Begins the window `key` (``ValueError`` if it is open)."""
-        self._windows.begin(key, sync_execution)
+        super().__init__(
+            ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
+                        sync_execution_with=sync_execution_with, device=device),
+            lambda: carbon_intensity_provider.update_period,
+            lambda start: intensity_at(carbon_intensity_provider, start), "carbon intensity")
 
     def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
         """Ends the window `key` (``ValueError`` if it is not open): its time, energy and
         carbon emission."""
-        m, grams, warnings = self._windows.end(key, sync_execution)
+        m, grams, warnings = self._end(key, sync_execution)
         return CarbonEmissionMeasurement(
             time=m.time,
             gpu_energy=m.gpu_energy,

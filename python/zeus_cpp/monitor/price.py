@@ -18,13 +18,12 @@ import os
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from zeus_cpp import _core
 from zeus_cpp._errors import ZeusError
-from zeus_cpp.monitor._buckets import BucketedWindows, by_kind, period_seconds
+from zeus_cpp.monitor._buckets import BucketMonitor, TraceFile, by_kind
 from zeus_cpp.monitor._http import BadReply, HttpFailure, get_json
 from zeus_cpp.monitor.energy import ZeusMonitor
 
@@ -169,30 +168,17 @@ class TraceElectricityPriceProvider(ElectricityPriceProvider):
     ``clock``: Unix seconds."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.path = Path(path)
+        self._file = TraceFile(path, "price")
+        self.path = self._file.path
         self._clock = clock
-        self._stamp: tuple[float, int] | None = None
-        self._load()
-
-    def _load(self) -> None:
-        st = self.path.stat() if self.path.exists() else None
-        stamp = (st.st_mtime, st.st_size) if st else None
-        if stamp is not None and stamp == self._stamp:
-            return
-        self.trace = _core.SignalTrace.load(str(self.path), "price")
-        self._stamp = stamp
 
     def price_at(self, when: datetime | float) -> float:
-        self._load()
-        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
-        return self.trace.at(unix_s)[1]
+        return self._file.value_at(when)
 
     def get_current_electricity_price(self) -> dict[str, list]:
         """The trace as ``{"datetime": [...], "price_per_kwh": [...]}``."""
-        self._load()
-        points = self.trace.points
-        return {"datetime": [datetime.fromtimestamp(t, timezone.utc) for t, _ in points],
-                "price_per_kwh": [v for _, v in points]}
+        points = self._file.points()
+        return {"datetime": [t for t, _ in points], "price_per_kwh": [v for _, v in points]}
 
     def get_current_price(self) -> float:
         """The price now."""
@@ -200,7 +186,7 @@ class TraceElectricityPriceProvider(ElectricityPriceProvider):
 
     @property
     def update_period(self) -> timedelta:
-        return timedelta(seconds=self.trace.step_s)
+        return self._file.step
 
 
 @dataclass
@@ -218,7 +204,7 @@ class EnergyCostMeasurement:
     warnings: list[str] = field(default_factory=list)
 
 
-class EnergyCostMonitor:
+class EnergyCostMonitor(BucketMonitor):
     """Time, energy and electricity cost of named windows (upstream's constructor and
     methods). ``device`` (zeus-cpp's): a locator; None reads ``ZEUS_DEVICE``."""
 
@@ -231,27 +217,17 @@ class EnergyCostMonitor:
         *,
         device: str | None = None,
     ) -> None:
-        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
-                                        sync_execution_with=sync_execution_with,
-                                        approx_instant_energy=True, device=device)
         self.electricity_price_provider = electricity_price_provider
-        self._windows = BucketedWindows(
-            self.zeus_monitor,
-            lambda: period_seconds(electricity_price_provider.update_period),
-            electricity_price_provider.price_at,
-            "electricity price")
-
-    @property
-    def current_keys(self) -> set[str]:
-        return set(self._windows._keys)
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Begins the window `key` (``ValueError`` if it is open)."""
-        self._windows.begin(key, sync_execution)
+        super().__init__(
+            ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
+                        sync_execution_with=sync_execution_with, approx_instant_energy=True,
+                        device=device),
+            lambda: electricity_price_provider.update_period,
+            electricity_price_provider.price_at, "electricity price")
 
     def end_window(self, key: str, sync_execution: bool = True) -> EnergyCostMeasurement:
         """Ends the window `key`: its time, energy and cost."""
-        m, dollars, warnings = self._windows.end(key, sync_execution)
+        m, dollars, warnings = self._end(key, sync_execution)
         return EnergyCostMeasurement(
             time=m.time,
             gpu_energy=m.gpu_energy,
