@@ -191,7 +191,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App* run_cmd = app.add_subcommand(
       "run",
       "Start and supervise the workers of a data-parallel job (a drop-in for torchrun): "
-      "zeus run [options] [--] PROGRAM [ARGS...]");
+      "zeus run [options] [--] PROGRAM [ARGS...]. As torchrun, each of torchrun's flags takes "
+      "its default from PET_<FLAG> (PET_NNODES, PET_NPROC_PER_NODE, ...: Kubeflow's pods)");
   add_run_flags(run_cmd, run);
 
   tune::TuneOptions tune;
@@ -276,8 +277,22 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   // parent app, so the command after it is taken off before parsing.
   std::vector<std::string> args(argv, argv + argc);
   std::optional<std::vector<std::string>> run_command;
+  std::vector<EnvFlag> env_flags;  // zeus run's flags from torchrun's PET_* variables
   if (command == "run") {
-    const std::vector<std::string> after(args.begin() + 2, args.end());
+    std::vector<std::string> after(args.begin() + 2, args.end());
+    try {
+      env_flags = pet_defaults(run_cmd, after);
+    } catch (const ConfigError& e) {
+      err << "zeus run: error: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    std::vector<std::string> from_env;
+    for (const EnvFlag& f : env_flags) {
+      from_env.insert(from_env.end(), f.args.begin(), f.args.end());
+    }
+    after.insert(after.begin(), from_env.begin(), from_env.end());
+    args.resize(2);
+    args.insert(args.end(), after.begin(), after.end());
     if (const auto at = run_separator(run_cmd, after)) {
       run_command.emplace(after.begin() + static_cast<std::ptrdiff_t>(*at) + 1, after.end());
       args.resize(2 + *at);
@@ -300,11 +315,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     err << fmt::format("zeus{}: error: {}; see `zeus{} --help`\n",
-                       command.empty() || command[0] == '-' ? "" : " " + command, e.what(),
+                       command.empty() || command[0] == '-' ? "" : " " + command,
+                       name_env_flags(e.what(), env_flags),
                        command.empty() || command[0] == '-' ? "" : " " + command);
     return kExitUsage;
   } catch (const ConfigError& e) {
-    err << fmt::format("zeus {}: error: {}\n", command, e.what());
+    err << fmt::format("zeus {}: error: {}\n", command, name_env_flags(e.what(), env_flags));
     return kExitUsage;
   }
 
@@ -332,7 +348,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (run_cmd->parsed()) {
       run.command = run_command ? *run_command : run_cmd->remaining();
-      return run_run(run, out, err);
+      return run_run(run, out, err, env_flags);
     }
     return run_restore_limits(restore, out, err);
   } catch (const std::filesystem::filesystem_error& e) {

@@ -97,10 +97,25 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run);
 // Where the `--` that ends zeus run's options stands in `args` (the words after "run"), if it
 // comes before the program; a `--` after the program is the program's.
 std::optional<size_t> run_separator(const CLI::App* cmd, const std::vector<std::string>& args);
+// A torchrun flag whose value came from its PET_<FLAG> variable.
+struct EnvFlag {
+  std::string flag;      // "--nproc-per-node"
+  std::string variable;  // "PET_NPROC_PER_NODE"
+  std::string value;
+  std::vector<std::string> args;  // what it adds to the command line
+};
+// torchrun's PET_* defaults for the flags not in `args` (the words after "run"): each flag's
+// default is its variable, as torchrun's argparse reads it (Kubeflow's PyTorchJob and TrainJob
+// describe the job so); a flag on the command line wins. Throws ConfigError naming a switch's
+// variable (PET_STANDALONE) whose value is not 1 or 0.
+std::vector<EnvFlag> pet_defaults(const CLI::App* cmd, const std::vector<std::string>& args);
+// `message` with the variable named where it speaks of a flag that came from one.
+std::string name_env_flags(std::string message, const std::vector<EnvFlag>& used);
 
 // Starts the workers (their output goes to this process's stdout and stderr, prefixed) and
 // returns the exit code of the run.
-int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err);
+int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err,
+            const std::vector<EnvFlag>& env_flags = {});
 
 // `zeus job-energy start|stop|report`: per-job energy kept by zeusd (Slurm prolog and epilog).
 struct JobEnergyCommandOptions {

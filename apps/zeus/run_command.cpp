@@ -12,12 +12,13 @@
 
 namespace zeus::cli {
 
-int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err) {
+int run_run(const launch::LaunchOptions& options, std::ostream& out, std::ostream& err,
+            const std::vector<EnvFlag>& env_flags) {
   launch::LaunchPlan plan;
   try {
     plan = launch::resolve(options, launch::default_launch_context());
   } catch (const ConfigError& e) {
-    err << "zeus run: error: " << e.what() << "\n";
+    err << "zeus run: error: " << name_env_flags(e.what(), env_flags) << "\n";
     return kExitUsage;
   }
   if (options.log_dir.empty() && !plan.log_dir.empty()) {

@@ -5,8 +5,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 
 #include "cli.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/units.h"
@@ -140,6 +142,129 @@ void add_run_flags(CLI::App* cmd, launch::LaunchOptions& run) {
   cmd->add_flag("--no-python,--no_python", run.no_python,
                 "Run PROGRAM as is, even when it ends in .py");
   cmd->add_flag("-m,--module", run.module, "PROGRAM is a Python module: python3 -m PROGRAM");
+}
+
+namespace {
+
+// torchrun's flags that take their default from PET_<DEST> (its argparse `env` and `check_env`
+// actions), which Kubeflow's PyTorchJob and Trainer's TrainJob set to describe the job.
+struct PetFlag {
+  std::string_view flag;      // zeus run's long name
+  std::string_view variable;  // torchrun's
+  bool is_switch = false;     // check_env: an integer, non-zero meaning on
+};
+constexpr PetFlag kPetFlags[] = {
+    {"--nnodes", "PET_NNODES"},
+    {"--nproc-per-node", "PET_NPROC_PER_NODE"},
+    {"--node-rank", "PET_NODE_RANK"},
+    {"--master-addr", "PET_MASTER_ADDR"},
+    {"--master-port", "PET_MASTER_PORT"},
+    {"--rdzv-backend", "PET_RDZV_BACKEND"},
+    {"--rdzv-endpoint", "PET_RDZV_ENDPOINT"},
+    {"--rdzv-id", "PET_RDZV_ID"},
+    {"--rdzv-conf", "PET_RDZV_CONF"},
+    {"--standalone", "PET_STANDALONE", true},
+    {"--max-restarts", "PET_MAX_RESTARTS"},
+    {"--monitor-interval", "PET_MONITOR_INTERVAL"},
+    {"--start-method", "PET_START_METHOD"},
+    {"--role", "PET_ROLE"},
+    {"--module", "PET_MODULE", true},
+    {"--no-python", "PET_NO_PYTHON", true},
+    {"--run-path", "PET_RUN_PATH", true},
+    {"--log-dir", "PET_LOG_DIR"},
+    {"--redirects", "PET_REDIRECTS"},
+    {"--tee", "PET_TEE"},
+    {"--local-ranks-filter", "PET_LOCAL_RANKS_FILTER"},
+    {"--local-addr", "PET_LOCAL_ADDR"},
+};
+
+// The number of leading arguments that are zeus run's flags and their values (the program, or
+// `--`, comes after them).
+size_t flag_count(const CLI::App* cmd, const std::vector<std::string>& args) {
+  size_t i = 0;
+  while (i < args.size()) {
+    const std::string& a = args[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') {
+      return i;
+    }
+    const CLI::Option* opt =
+        cmd->get_option_no_throw(a.find('=') == std::string::npos ? a : a.substr(0, a.find('=')));
+    i +=
+        (a.find('=') == std::string::npos && opt != nullptr && opt->get_expected_min() > 0) ? 2 : 1;
+  }
+  return args.size();
+}
+
+}  // namespace
+
+std::vector<EnvFlag> pet_defaults(const CLI::App* cmd, const std::vector<std::string>& args) {
+  const size_t n = flag_count(cmd, args);
+  std::vector<const CLI::Option*> given;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& a = args[i];
+    if (a.starts_with("-")) {
+      if (const CLI::Option* o = cmd->get_option_no_throw(a.substr(0, a.find('=')))) {
+        given.push_back(o);
+      }
+    }
+  }
+  std::vector<EnvFlag> out;
+  for (const PetFlag& f : kPetFlags) {
+    const CLI::Option* opt = cmd->get_option_no_throw(std::string(f.flag));
+    if (opt == nullptr || std::find(given.begin(), given.end(), opt) != given.end()) {
+      continue;  // a flag on the command line wins over its variable
+    }
+    const auto value = get_launcher_env(f.variable);
+    if (!value) {
+      continue;
+    }
+    EnvFlag e{std::string(f.flag), std::string(f.variable), *value, {}};
+    if (f.is_switch) {
+      std::string v = *value;
+      std::transform(v.begin(), v.end(), v.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      if (v == "0" || v == "false") {
+        continue;
+      }
+      if (v != "1" && v != "true") {
+        throw ConfigError(
+            fmt::format("{}='{}': expected 1 or 0 (torchrun's {})", f.variable, *value, f.flag));
+      }
+      e.args = {std::string(f.flag)};
+    } else {
+      e.args = {std::string(f.flag), *value};
+    }
+    out.push_back(std::move(e));
+  }
+  // Kubeflow's PyTorchJob (v1) gives a multi-node job's pods MASTER_ADDR and MASTER_PORT, and
+  // some versions no PET_MASTER_*: where the job came in PET_* variables and names no master,
+  // PyTorchJob's are the defaults (torchrun would take 127.0.0.1 and hang).
+  const bool from_pet = !out.empty();
+  for (const auto& [flag, variable] :
+       {std::pair{"--master-addr", "MASTER_ADDR"}, std::pair{"--master-port", "MASTER_PORT"}}) {
+    const CLI::Option* opt = cmd->get_option_no_throw(flag);
+    const bool set =
+        std::find(given.begin(), given.end(), opt) != given.end() ||
+        std::any_of(out.begin(), out.end(), [&](const EnvFlag& e) { return e.flag == flag; });
+    const auto value = get_launcher_env(variable);
+    if (from_pet && !set && value && !get_launcher_env("PET_RDZV_ENDPOINT")) {
+      out.push_back({flag, variable, *value, {flag, *value}});
+    }
+  }
+  return out;
+}
+
+std::string name_env_flags(std::string message, const std::vector<EnvFlag>& used) {
+  for (const EnvFlag& e : used) {
+    std::string underscored = e.flag;
+    std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+    if (message.find(e.flag) != std::string::npos ||
+        message.find(underscored) != std::string::npos) {
+      message += fmt::format(" (from {}='{}', torchrun's variable for {}: fix it, or give {})",
+                             e.variable, e.value, e.flag, e.flag);
+    }
+  }
+  return message;
 }
 
 std::optional<size_t> run_separator(const CLI::App* cmd, const std::vector<std::string>& args) {
