@@ -20,6 +20,7 @@ build: configure
 test: build
 	scripts/install-zeus016.sh
 	scripts/install-bso-upstream.sh
+	scripts/install-k8s-validate.sh
 	ctest --preset $(PRESET)
 	$(MAKE) --no-print-directory test-faults
 	$(MAKE) --no-print-directory test-python
