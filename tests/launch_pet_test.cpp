@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
-#include <sstream>
 
 #include "support/test_support.h"
 
@@ -14,21 +12,6 @@ namespace zeus::launch {
 namespace {
 
 using ::testing::HasSubstr;
-
-// rank -> (key -> value) from the launch worker's "[r] key=value" lines.
-std::map<int, std::map<std::string, std::string>> ranks_of(const std::string& out) {
-  std::map<int, std::map<std::string, std::string>> result;
-  static const std::regex kLine(R"(\[(\d+)\] ([A-Za-z_]+)=(.*))");
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, kLine)) {
-      result[std::stoi(m[1])][m[2]] = m[3];
-    }
-  }
-  return result;
-}
 
 // `zeus run ARGS` with exactly `env` for the pod's variables (the test's own PET_* and
 // torchrun variables removed).
@@ -64,7 +47,7 @@ TEST(ZeusRunInAPod, TrainJobsPetVariablesAloneFormOneWorld) {
   for (int node = 0; node < 2; ++node) {
     const auto r = nodes[node]->wait();
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto ranks = ranks_of(r.out);
+    const auto ranks = test::by_rank(r.out);
     ASSERT_EQ(ranks.size(), 1u) << r.out;
     const auto& env = ranks.at(node);
     EXPECT_EQ(env.at("WORLD_SIZE"), "2");
@@ -90,7 +73,7 @@ TEST(ZeusRunInAPod, PyTorchJobsRankAndWorldSizeNeverLeakIntoTheWorkers) {
   for (int node = 0; node < 2; ++node) {
     const auto r = nodes[node]->wait();
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto ranks = ranks_of(r.out);
+    const auto ranks = test::by_rank(r.out);
     ASSERT_EQ(ranks.size(), 2u) << r.out;
     for (int local = 0; local < 2; ++local) {
       const auto& env = ranks.at(node * 2 + local);
@@ -107,7 +90,7 @@ TEST(ZeusRunInAPod, AFlagWinsOverItsVariable) {
       test::run_process(in_pod({{"PET_NPROC_PER_NODE", "3"}, {"PET_STANDALONE", "1"}},
                                {"--nproc_per_node", "2", ZEUS_LAUNCH_WORKER_PATH, "env"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ranks = ranks_of(r.out);
+  const auto ranks = test::by_rank(r.out);
   ASSERT_EQ(ranks.size(), 2u) << r.out;
   EXPECT_NE(ranks.at(0).at("MASTER_PORT"), "29500");  // PET_STANDALONE=1: a free port
 }

@@ -247,20 +247,6 @@ std::vector<std::string> zeus_run(std::vector<std::string> args) {
   return args;
 }
 
-// rank -> (key -> value) from "[r] key=value" lines.
-std::map<int, std::map<std::string, std::string>> by_rank(const std::string& out) {
-  std::map<int, std::map<std::string, std::string>> result;
-  static const std::regex kLine(R"(\[(\d+)\] ([A-Za-z_]+)=(.*))");
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, kLine))
-      result[std::stoi(m[1])][m[2]] = m[3];
-  }
-  return result;
-}
-
 // Processes of process group `pgid` that are still running (not zombies).
 std::vector<int> live_members(int pgid) {
   std::vector<int> pids;
@@ -304,7 +290,7 @@ TEST(ZeusRun, EnvironmentContractOneNodeOfThree) {
       zeus_run({"--nproc-per-node", "3", "--master-port", std::to_string(port), "--local-rank-arg",
                 "--omp-num-threads", "2", ZEUS_LAUNCH_WORKER_PATH, "env", "extra"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ranks = by_rank(r.out);
+  const auto ranks = test::by_rank(r.out);
   ASSERT_EQ(ranks.size(), 3u) << r.out;
   for (int rank = 0; rank < 3; ++rank) {
     const auto& env = ranks.at(rank);
@@ -335,7 +321,7 @@ TEST(ZeusRun, TwoLaunchersFormTwoNodesOfTwo) {
   for (int node = 0; node < 2; ++node) {
     const auto r = nodes[node]->wait();
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto ranks = by_rank(r.out);
+    const auto ranks = test::by_rank(r.out);
     ASSERT_EQ(ranks.size(), 2u) << r.out;
     for (int local = 0; local < 2; ++local) {
       const auto& env = ranks.at(node * 2 + local);
@@ -352,7 +338,7 @@ TEST(ZeusRun, StandalonePicksAFreePort) {
   const auto r = test::run_process(
       zeus_run({"--standalone", "--nproc-per-node", "2", ZEUS_LAUNCH_WORKER_PATH, "env"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto ranks = by_rank(r.out);
+  const auto ranks = test::by_rank(r.out);
   EXPECT_EQ(ranks.at(0).at("MASTER_PORT"), ranks.at(1).at("MASTER_PORT"));
   EXPECT_NE(ranks.at(0).at("MASTER_PORT"), "29500");
 }
@@ -405,7 +391,7 @@ TEST(ZeusRun, WorkersDieWithAKilledLauncher) {
   launcher.kill(SIGKILL);
   const auto r = launcher.wait();
   ASSERT_EQ(r.signal, SIGKILL);
-  const auto ranks = by_rank(r.out);
+  const auto ranks = test::by_rank(r.out);
   for (int rank = 0; rank < 2; ++rank) {
     const int pid = std::stoi(ranks.at(rank).at("pid"));
     EXPECT_TRUE(gone_within(pid, std::chrono::seconds(10))) << "rank " << rank << " pid " << pid;
@@ -455,7 +441,7 @@ TEST(ZeusRun, ADeadSentinelIsNoticedAndReplaced) {
   EXPECT_TRUE(runs_the_guardian(sentinels()[0]));
   launcher.kill(SIGKILL);
   const auto r = launcher.wait();
-  const int worker = std::stoi(by_rank(r.out).at(0).at("pid"));
+  const int worker = std::stoi(test::by_rank(r.out).at(0).at("pid"));
   EXPECT_TRUE(gone_within(worker, std::chrono::seconds(15))) << r.out;
   EXPECT_TRUE(
       test::eventually([&] { return test::marked(mark).empty(); }, std::chrono::seconds(15)))

@@ -395,4 +395,18 @@ bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout)
   return pred();
 }
 
+std::map<int, std::map<std::string, std::string>> by_rank(const std::string& out) {
+  std::map<int, std::map<std::string, std::string>> result;
+  static const std::regex kLine(R"(\[(\d+)\] ([A-Za-z_]+)=(.*))");
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, kLine)) {
+      result[std::stoi(m[1])][m[2]] = m[3];
+    }
+  }
+  return result;
+}
+
 }  // namespace zeus::test

@@ -158,6 +158,9 @@ struct ProcessResult {
   std::string err;
 };
 
+// rank -> (key -> value) from a launcher's "[r] key=value" lines (the launch worker's `env`).
+std::map<int, std::map<std::string, std::string>> by_rank(const std::string& out);
+
 // Runs argv to completion (stdin /dev/null), capturing stdout and stderr.
 ProcessResult run_process(const std::vector<std::string>& argv,
                           std::chrono::seconds timeout = std::chrono::seconds(60));
