@@ -12,6 +12,7 @@ packages=(
   zlib1g-dev dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
   python3-torch slurm-wlm munge
   libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libtomlplusplus-dev python3-venv
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   libsqlite3-dev libpq-dev postgresql-15 prometheus prometheus-pushgateway etcd-server
 )
 

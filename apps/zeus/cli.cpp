@@ -53,6 +53,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   monitor_cmd->add_option("--serve", monitor.serve,
                           "HOST:PORT: serve GET /metrics for Prometheus while monitoring");
+  monitor_cmd->add_option("--kubelet-socket", monitor.kubelet_socket,
+                          "With --serve: the kubelet's pod-resources socket "
+                          "(/var/lib/kubelet/pod-resources/kubelet.sock); each GPU's series get "
+                          "the pod, namespace and container holding it");
   monitor_cmd->add_flag("--list", monitor.list,
                         "List the device backends and why each is (un)available");
 

@@ -35,6 +35,8 @@ struct MonitorCommandOptions {
   bool list = false;                     // print the backends and exit
   bool live = false;                     // redraw a status line (when stdout is a TTY)
   std::string serve;                     // HOST:PORT: serve GET /metrics there; "": no
+  // With --serve: label each GPU's series with the pod holding it (the kubelet's socket).
+  std::string kubelet_socket;
 };
 
 struct SimulateCommandOptions {

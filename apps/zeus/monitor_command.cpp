@@ -392,7 +392,8 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
       serving = serve_metrics(
           options.serve, s.gpus.get(), s.cpus.get(),
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
-                   std::chrono::milliseconds(100)));
+                   std::chrono::milliseconds(100)),
+          options.kubelet_socket);
       err << "zeus monitor: serving http://" << serving->address() << "/metrics\n" << std::flush;
     } catch (const Error& e) {
       if (s.writer) {

@@ -7,6 +7,9 @@
 #include "zeus/metrics/gpu_set_telemetry.h"
 #include "zeus/metrics/node_sampler.h"
 #endif
+#ifdef ZEUS_HAVE_KUBELET
+#include "zeus/kube/pod_resources.h"
+#endif
 
 namespace zeus::cli {
 
@@ -16,20 +19,41 @@ namespace {
 class Serving final : public MetricsServe {
  public:
   Serving(const std::string& address, device::GpuSet* gpus, device::CpuSet* cpus,
-          std::chrono::milliseconds period) {
+          std::chrono::milliseconds period, const std::string& kubelet_socket) {
     if (gpus != nullptr) {
       telemetry_ = std::make_unique<metrics::GpuSetTelemetry>(*gpus);
     }
     metrics::NodeSamplerOptions options;
     options.period = period;
+    if (!kubelet_socket.empty()) {
+#ifdef ZEUS_HAVE_KUBELET
+      pods_ = std::make_unique<kube::PodResourcesWatcher>(kubelet_socket, std::chrono::seconds(5));
+      options.gpu_labels = [pods = pods_.get()](const std::string& uuid) {
+        const auto owner = pods->owner(uuid);
+        return metrics::Labels{{"pod", owner ? owner->pod : ""},
+                               {"namespace", owner ? owner->namespace_name : ""},
+                               { "container",
+                                 owner ? owner->container : "" }};
+      };
+#else
+      throw ConfigError("--kubelet-socket " + kubelet_socket +
+                        ": this zeus was built without gRPC (libgrpc++-dev, "
+                        "protobuf-compiler-grpc); rebuild with it");
+#endif
+    }
     sampler_ = std::make_unique<metrics::NodeSampler>(telemetry_.get(), cpus, options);
     exporter::MetricsServerOptions server;
     server.bind_address = address;
     server_ = std::make_unique<exporter::MetricsServer>(*sampler_, server);
   }
-  std::string address() const override { return server_->address(); }
+  std::string address() const override {
+    return server_->address();
+  }
 
  private:
+#ifdef ZEUS_HAVE_KUBELET
+  std::unique_ptr<kube::PodResourcesWatcher> pods_;  // before the sampler that reads it
+#endif
   std::unique_ptr<metrics::GpuTelemetry> telemetry_;
   std::unique_ptr<metrics::NodeSampler> sampler_;
   std::unique_ptr<exporter::MetricsServer> server_;
@@ -38,13 +62,14 @@ class Serving final : public MetricsServe {
 }  // namespace
 
 std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet* gpus,
-                                            device::CpuSet* cpus,
-                                            std::chrono::milliseconds period) {
-  return std::make_unique<Serving>(address, gpus, cpus, period);
+                                            device::CpuSet* cpus, std::chrono::milliseconds period,
+                                            const std::string& kubelet_socket) {
+  return std::make_unique<Serving>(address, gpus, cpus, period, kubelet_socket);
 }
 #else
 std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet*,
-                                            device::CpuSet*, std::chrono::milliseconds) {
+                                            device::CpuSet*, std::chrono::milliseconds,
+                                            const std::string&) {
   throw ConfigError("--serve " + address +
                     ": this zeus was built without its HTTP server (ZEUS_BUILD_ZEUSD=OFF, or "
                     "libmicrohttpd-dev missing); rebuild with it, or run zeusd "

@@ -243,10 +243,15 @@ std::vector<Family> NodeSampler::families() const {
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < gpu_state_.size(); ++i) {
     const GpuIdentity& id = gpus_->identity(static_cast<int>(i));
-    const Labels labels{{"gpu", std::to_string(id.index)},
-                        {"uuid", id.uuid},
-                        {"name", id.name},
-                        {"host", options_.host}};
+    Labels labels{{"gpu", std::to_string(id.index)},
+                  {"uuid", id.uuid},
+                  {"name", id.name},
+                  {"host", options_.host}};
+    if (options_.gpu_labels) {
+      for (auto& extra : options_.gpu_labels(id.uuid)) {
+        labels.push_back(std::move(extra));
+      }
+    }
     const GpuState& s = gpu_state_[i];
     g.up.add(labels, s.last ? 1 : 0);
     errors.add({{"device", fmt::format("gpu{}", id.index)}, {"host", options_.host}},
