@@ -271,9 +271,8 @@ void LeaseKeeper::attempt_restore(const Lease& lease) {
   const Holder& last = lease.holders.back();
   std::lock_guard lock(mu_);
   if (error.empty()) {
-    book_.restored(lease.gpu, lease.setting);
-    retries_.erase(key);
-    write_journal();
+    // The audit line before the journal drops the lease: a crash in between audits the
+    // restore twice (the next start restores again, which changes nothing), never zero times.
     ++restores_;
     audit({{"event", "restore"},
            {"uid", last.uid},
@@ -284,6 +283,9 @@ void LeaseKeeper::attempt_restore(const Lease& lease) {
            {"old", old_value},
            {"new", value},
            {"why", why}});
+    book_.restored(lease.gpu, lease.setting);
+    retries_.erase(key);
+    write_journal();
     return;
   }
   Retry& retry = retries_[key];
