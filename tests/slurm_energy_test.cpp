@@ -94,7 +94,7 @@ TEST(SlurmJobEnergy, ThePrologAndEpilogMeasureAJobAsItsGpusCountersSay) {
   EXPECT_THAT(table.out, HasSubstr("finished"));
   const ProcessResult csv = run_process({ZEUS_CLI_PATH, "job-energy", "report", job, "--format",
                                          "csv", "--zeusd-socket", daemon.socket().string()});
-  EXPECT_THAT(csv.out, HasSubstr("job_id,state,gpu,time_s,energy_j,average_power_w\n"));
+  EXPECT_THAT(csv.out, HasSubstr("job_id,state,gpu,time_s,energy_j,average_power_w,pod\n"));
   EXPECT_THAT(csv.out, HasSubstr(job + ",finished,all,"));
 }
 

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -42,15 +43,19 @@ void print_table(std::ostream& out, const nlohmann::json& jobs) {
                        j.at("state").get<std::string>(), number(j.at("time_s"), "{:.1f}"),
                        number(j.at("energy_j"), "{:.1f}"),
                        number(j.at("average_power_w"), "{:.1f}"), per_gpu);
+    if (j.contains("pods")) {
+      out << "  pods: " << fmt::format("{}", fmt::join(j.at("pods"), ", ")) << "\n";
+    }
     if (j.contains("note")) {
       out << "  note: " << j.at("note").get<std::string>() << "\n";
     }
   }
 }
 
-// One row per job and GPU, then the job's total as gpu "all".
+// One row per job and GPU (with the GPU's pod, "namespace/name", where zeusd knows it), then the
+// job's total as gpu "all".
 void print_csv(std::ostream& out, const nlohmann::json& jobs) {
-  out << "job_id,state,gpu,time_s,energy_j,average_power_w\n";
+  out << "job_id,state,gpu,time_s,energy_j,average_power_w,pod\n";
   const auto cell = [](const nlohmann::json& v) {
     return v.is_null() ? std::string() : fmt::format("{}", v.get<double>());
   };
@@ -58,10 +63,13 @@ void print_csv(std::ostream& out, const nlohmann::json& jobs) {
     const std::string head =
         fmt::format("{},{}", j.at("job_id").get<std::string>(), j.at("state").get<std::string>());
     for (const auto& g : j.at("gpus")) {
-      out << fmt::format("{},{},{},{},{}\n", head, g.at("gpu").get<int>(), cell(j.at("time_s")),
-                         cell(g.at("energy_j")), cell(g.at("average_power_w")));
+      const std::string pod = g.contains("pod") ? g.at("namespace").get<std::string>() + "/" +
+                                                      g.at("pod").get<std::string>()
+                                                : "";
+      out << fmt::format("{},{},{},{},{},{}\n", head, g.at("gpu").get<int>(), cell(j.at("time_s")),
+                         cell(g.at("energy_j")), cell(g.at("average_power_w")), pod);
     }
-    out << fmt::format("{},all,{},{},{}\n", head, cell(j.at("time_s")), cell(j.at("energy_j")),
+    out << fmt::format("{},all,{},{},{},\n", head, cell(j.at("time_s")), cell(j.at("energy_j")),
                        cell(j.at("average_power_w")));
   }
 }

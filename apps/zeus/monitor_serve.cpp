@@ -7,9 +7,7 @@
 #include "zeus/metrics/gpu_set_telemetry.h"
 #include "zeus/metrics/node_sampler.h"
 #endif
-#ifdef ZEUS_HAVE_KUBELET
 #include "zeus/kube/pod_resources.h"
-#endif
 
 namespace zeus::cli {
 
@@ -26,34 +24,20 @@ class Serving final : public MetricsServe {
     metrics::NodeSamplerOptions options;
     options.period = period;
     if (!kubelet_socket.empty()) {
-#ifdef ZEUS_HAVE_KUBELET
-      pods_ = std::make_unique<kube::PodResourcesWatcher>(kubelet_socket, std::chrono::seconds(5));
-      options.gpu_labels = [pods = pods_.get()](const std::string& uuid) {
-        const auto owner = pods->owner(uuid);
-        return metrics::Labels{{"pod", owner ? owner->pod : ""},
-                               {"namespace", owner ? owner->namespace_name : ""},
-                               { "container",
-                                 owner ? owner->container : "" }};
+      pods_ = std::make_unique<kube::PodResourcesWatcher>(kubelet_socket, kube::WatcherOptions{});
+      options.gpu_labels = [pods = pods_.get()](const metrics::GpuIdentity& gpu) {
+        return kube::owner_labels(pods->owner_of_gpu(gpu.uuid, gpu.pci_address));
       };
-#else
-      throw ConfigError("--kubelet-socket " + kubelet_socket +
-                        ": this zeus was built without gRPC (libgrpc++-dev, "
-                        "protobuf-compiler-grpc); rebuild with it");
-#endif
     }
     sampler_ = std::make_unique<metrics::NodeSampler>(telemetry_.get(), cpus, options);
     exporter::MetricsServerOptions server;
     server.bind_address = address;
     server_ = std::make_unique<exporter::MetricsServer>(*sampler_, server);
   }
-  std::string address() const override {
-    return server_->address();
-  }
+  std::string address() const override { return server_->address(); }
 
  private:
-#ifdef ZEUS_HAVE_KUBELET
   std::unique_ptr<kube::PodResourcesWatcher> pods_;  // before the sampler that reads it
-#endif
   std::unique_ptr<metrics::GpuTelemetry> telemetry_;
   std::unique_ptr<metrics::NodeSampler> sampler_;
   std::unique_ptr<exporter::MetricsServer> server_;

@@ -220,9 +220,7 @@ std::vector<EnvFlag> pet_defaults(const CLI::App* cmd, const std::vector<std::st
     }
     EnvFlag e{std::string(f.flag), std::string(f.variable), *value, {}};
     if (f.is_switch) {
-      std::string v = *value;
-      std::transform(v.begin(), v.end(), v.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
+      const std::string v = to_lower(*value);
       if (v == "0" || v == "false") {
         continue;
       }

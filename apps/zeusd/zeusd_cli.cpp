@@ -65,6 +65,8 @@ struct ServeFlags {
   std::string metrics_bind_address;
   std::string metrics_token_file;
   unsigned metrics_period_ms = 1000;
+  std::string kubelet_socket;
+  unsigned kubelet_period_ms = 5000;
 };
 
 struct TokenFlags {
@@ -127,6 +129,8 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
   o.metrics.bind_address = f.metrics_bind_address;
   o.metrics.token_file = f.metrics_token_file;
   o.metrics.period = std::chrono::milliseconds(f.metrics_period_ms);
+  o.kubelet_socket = f.kubelet_socket;
+  o.kubelet_period = std::chrono::milliseconds(f.kubelet_period_ms);
   if (!f.signing_key_path.empty()) {
     o.api.signing_key = read_key(f.signing_key_path);
   }
@@ -222,6 +226,13 @@ int run_zeusd(int argc, char** argv, std::ostream& out, std::ostream& err) {
                    "how often the metrics sampler reads the devices")
       ->capture_default_str()
       ->check(CLI::Range(10u, 3600000u));
+  serve_cmd->add_option("--kubelet-socket", s.kubelet_socket,
+                        "the kubelet's pod-resources socket "
+                        "(/var/lib/kubelet/pod-resources/kubelet.sock): metrics, audit lines and "
+                        "job-energy records name each GPU's pod, and each pod gets a record");
+  serve_cmd->add_option("--kubelet-period-ms", s.kubelet_period_ms, "how often the kubelet is read")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 600000u));
 
   TokenFlags t;
   CLI::App* token_cmd = app.add_subcommand("token", "bearer tokens");

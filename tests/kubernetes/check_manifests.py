@@ -69,13 +69,19 @@ def check_services(docs: list[dict], where: str, socket_host_dir: str) -> None:
     check(volume.get("hostPath", {}).get("path") == socket_host_dir,
           f"{where}: zeusd's socket directory is the host's {socket_host_dir}, not {volume}")
     exporter = by_kind(docs, "DaemonSet", "zeus-exporter")[0]
-    ec = exporter["spec"]["template"]["spec"]["containers"][0]
-    kubelet = next((a.split("=", 1)[1] for a in ec["args"] if a.startswith("--kubelet-socket=")),
-                   "")
-    kmount = next((m for m in ec.get("volumeMounts", [])
-                   if kubelet.startswith(m["mountPath"] + "/")), None)
-    check(kmount is not None and kmount.get("readOnly") is True,
-          f"{where}: the exporter reads the kubelet's socket {kubelet!r} from a read-only mount")
+    for ds in (zeusd[0], exporter):
+        name = ds["metadata"]["name"]
+        dspec = ds["spec"]["template"]["spec"]
+        dc = dspec["containers"][0]
+        kubelet = next(
+            (a.split("=", 1)[1] for a in dc["args"] if a.startswith("--kubelet-socket=")), "")
+        kmount = next((m for m in dc.get("volumeMounts", [])
+                       if kubelet.startswith(m["mountPath"] + "/")), None)
+        check(kmount is not None and kmount.get("readOnly") is True,
+              f"{where}: {name} reads the kubelet's socket {kubelet!r} from a read-only mount")
+        kvolume = next(v for v in dspec["volumes"] if v["name"] == kmount["name"])
+        check(kvolume.get("hostPath", {}).get("path") == kmount["mountPath"],
+              f"{where}: {name}'s kubelet mount is the host's {kmount['mountPath']}")
     ports = {p["name"]: p["containerPort"]
              for p in exporter["spec"]["template"]["spec"]["containers"][0]["ports"]}
     service = by_kind(docs, "Service", "zeus-exporter")[0]

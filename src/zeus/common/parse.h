@@ -28,6 +28,10 @@ int parse_int_or_throw(std::string_view text, std::string_view what);
 
 // Case-insensitive ASCII comparison.
 bool iequals(std::string_view a, std::string_view b);
+// `text` with ASCII letters in lower case.
+std::string to_lower(std::string_view text);
+// `text` without leading and trailing white space (space, tab, CR, LF, VT, FF).
+std::string_view trim(std::string_view text);
 
 // "a,b,,c" -> a, b, "", c (empty fields kept; "" -> one empty field).
 std::vector<std::string> split(std::string_view text, char separator);

@@ -10,8 +10,10 @@
 #include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/parse.h"
 #include "zeus/daemon/command_overrides.h"
 #include "zeus/daemon/gpu_set_control.h"
+#include "zeus/daemon/pod_records.h"
 #include "zeus/device/discovery.h"
 
 namespace zeus::daemon {
@@ -234,12 +236,48 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   if (!cpus_) {
     logger().info("zeusd: no RAPL CPUs ({}); cpu-read answers for an empty set", why_cpu);
   }
+  PodOfGpu pod_of;
+  if (!options_.kubelet_socket.empty()) {
+    for (int g = 0; gpu_set_ && g < gpu_set_->count(); ++g) {
+      gpu_device_ids_.emplace_back(gpu_set_->uuid(g), gpu_set_->pci_address(g));
+    }
+    pod_of = [this](int gpu) -> std::optional<kube::DeviceOwner> {
+      const kube::PodResourcesWatcher* watcher = watcher_.load();
+      if (watcher == nullptr || gpu < 0 || static_cast<size_t>(gpu) >= gpu_device_ids_.size()) {
+        return std::nullopt;
+      }
+      const auto& [uuid, pci] = gpu_device_ids_[static_cast<size_t>(gpu)];
+      return watcher->owner_of_gpu(uuid, pci);
+    };
+  }
   leases_ = std::make_unique<LeaseKeeper>(
-      *gpus_, LeaseKeeperOptions{options_.state_dir / "leases.json",
-                                 options_.state_dir / "audit.jsonl", options_.require_gpu_process});
+      *gpus_,
+      LeaseKeeperOptions{options_.state_dir / "leases.json", options_.state_dir / "audit.jsonl",
+                         options_.require_gpu_process, pod_of});
   streams_ = std::make_unique<PowerStreams>(*gpus_, cpus_.get(), options_.streams);
   jobs_ = std::make_unique<JobEnergyBook>(
-      *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json"});
+      *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json", .pod_of = pod_of});
+  if (!options_.kubelet_socket.empty()) {
+    GpuIdsByDevice gpu_ids;
+    for (size_t g = 0; g < gpu_device_ids_.size(); ++g) {
+      for (const std::string& id : {gpu_device_ids_[g].first, gpu_device_ids_[g].second}) {
+        if (!id.empty()) {
+          gpu_ids[to_lower(id)] = static_cast<int>(g);
+        }
+      }
+    }
+    kube::WatcherOptions watch;
+    watch.period = options_.kubelet_period;
+    watch.forget_after = 6 * options_.kubelet_period;
+    watch.on_answer = [this, gpu_ids](const kube::DeviceOwners& owners) {
+      update_pod_records(*jobs_, owners, gpu_ids);
+    };
+    pods_ = std::make_unique<kube::PodResourcesWatcher>(options_.kubelet_socket, watch);
+    watcher_.store(pods_.get());
+    logger().info("zeusd: GPUs named by the pods the kubelet at {} lists, read every {} ms",
+                  options_.kubelet_socket, options_.kubelet_period.count());
+  }
+  options_.metrics.pod_of = pod_of;
   api_ = std::make_unique<Api>(options_.api, *gpus_, cpus_.get(), *leases_, *streams_, jobs_.get());
   if (!options_.metrics.bind_address.empty()) {
     metrics_ =

@@ -2,6 +2,8 @@
 // the power streams and the wire API, served on a Unix socket or a TCP address.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "zeus/daemon/api.h"
 #include "zeus/daemon/node_metrics.h"
+#include "zeus/daemon/pods.h"
 #include "zeus/daemon/power_streams.h"
 #include "zeus/http/server.h"
 
@@ -32,6 +35,11 @@ struct DaemonOptions {
   std::filesystem::path rapl_root;
   // GET /metrics for Prometheus on its own TCP address (--metrics-bind-address); off when empty.
   MetricsOptions metrics;
+  // The kubelet's pod-resources socket (--kubelet-socket): the metrics, the audit and the
+  // job-energy records name the pod holding each GPU, and each pod holding GPUs gets a
+  // job-energy record of its own (pod_records.h). Empty: no pods.
+  std::string kubelet_socket;
+  std::chrono::milliseconds kubelet_period{5000};
   // Upstream's rule: gpu-control and cpu-read need euid 0. Off only for tests of the routes.
   bool require_root = true;
 };
@@ -68,6 +76,11 @@ class Daemon {
   std::unique_ptr<LeaseKeeper> leases_;
   std::unique_ptr<PowerStreams> streams_;
   std::unique_ptr<JobEnergyBook> jobs_;
+  // After the book its answers start and stop records in (stops first); read by pod_of through
+  // watcher_, which is set once it exists (its thread's first answer comes before that).
+  std::unique_ptr<kube::PodResourcesWatcher> pods_;
+  std::atomic<const kube::PodResourcesWatcher*> watcher_{nullptr};
+  std::vector<std::pair<std::string, std::string>> gpu_device_ids_;  // (uuid, pci) by GPU id
   std::unique_ptr<Api> api_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<http::Server> server_;  // last: stops first

@@ -16,6 +16,7 @@ namespace zeus::daemon {
 
 struct GpuIdentity {
   std::string name;
+  std::string uuid;
   std::string pci_address;  // "0000:01:00.0" (domain:bus:device.0, lower-case hex)
   bool energy_available = false;
 };

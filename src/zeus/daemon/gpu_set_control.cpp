@@ -8,7 +8,8 @@ namespace zeus::daemon {
 
 GpuSetControl::GpuSetControl(device::GpuSet& gpus) : gpus_(gpus) {
   for (int g = 0; g < gpus_.count(); ++g) {
-    identities_.push_back({.name = gpus_.name(g), .pci_address = gpus_.pci_address(g)});
+    identities_.push_back(
+        {.name = gpus_.name(g), .uuid = gpus_.uuid(g), .pci_address = gpus_.pci_address(g)});
   }
 }
 

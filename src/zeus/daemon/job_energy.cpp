@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "zeus/common/atomic_file.h"
@@ -21,14 +22,15 @@ double unix_now_s() {
 }  // namespace
 
 void check_job_id(const std::string& job) {
-  bool ok = !job.empty() && job.size() <= 128;
+  // 330: "pod:" + a namespace (63) + ":" + a pod name (253), zeusd's own pod records.
+  bool ok = !job.empty() && job.size() <= 330;
   for (const char c : job) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                 c == '.' || c == '_' || c == ':' || c == '-');
   }
   if (!ok) {
     throw ConfigError(fmt::format(
-        "job id '{}': use 1 to 128 of letters, digits and . _ : - (a Slurm job id is)", job));
+        "job id '{}': use 1 to 330 of letters, digits and . _ : - (a Slurm job id is)", job));
   }
 }
 
@@ -62,7 +64,8 @@ std::map<int, double> JobEnergyBook::read_counters(const std::vector<int>& gpus)
   return out;
 }
 
-nlohmann::json JobEnergyBook::start(const std::string& job, std::vector<int> gpus) {
+nlohmann::json JobEnergyBook::start(const std::string& job, std::vector<int> gpus,
+                                    std::map<int, kube::DeviceOwner> pods) {
   check_job_id(job);
   if (gpus.empty()) {
     for (int g = 0; g < gpus_.count(); ++g) {
@@ -79,6 +82,14 @@ nlohmann::json JobEnergyBook::start(const std::string& job, std::vector<int> gpu
   r.gpus = gpus;
   r.start_energy_j = read_counters(gpus);
   r.start_unix_s = unix_now_s();
+  r.pods = std::move(pods);
+  if (r.pods.empty() && options_.pod_of) {
+    for (const int g : gpus) {
+      if (auto pod = options_.pod_of(g)) {
+        r.pods[g] = std::move(*pod);
+      }
+    }
+  }
   std::lock_guard lock(mu_);
   if (const auto it = records_.find(job); it != records_.end() && !it->second.end_unix_s) {
     throw ConfigError(
@@ -158,12 +169,24 @@ nlohmann::json JobEnergyBook::report(const std::vector<std::string>& jobs) const
   return out;
 }
 
+std::vector<std::string> JobEnergyBook::running(std::string_view prefix) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, r] : records_) {
+    if (!r.end_unix_s && id.starts_with(prefix)) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
 nlohmann::json JobEnergyBook::report_of(const Record& r) const {
   const bool running = !r.end_unix_s;
   const double end_s = running ? unix_now_s() : *r.end_unix_s;
   const std::map<int, double> end = running ? read_counters(r.gpus) : r.end_energy_j;
   const double time_s = std::max(0.0, end_s - r.start_unix_s);
   nlohmann::json gpus = nlohmann::json::array();
+  std::vector<std::string> pods;  // "namespace/pod", in GPU order
   double total = 0;
   bool all = true;
   for (const int g : r.gpus) {
@@ -176,11 +199,21 @@ nlohmann::json JobEnergyBook::report_of(const Record& r) const {
     } else {
       all = false;
     }
-    gpus.push_back({{"gpu", g},
-                    {"energy_j", e},
-                    {"average_power_w", e.is_null() || time_s <= 0
-                                            ? nlohmann::json(nullptr)
-                                            : nlohmann::json(e.get<double>() / time_s)}});
+    nlohmann::json gpu = {
+        {"gpu", g},
+        {"energy_j", e},
+        {"average_power_w", e.is_null() || time_s <= 0 ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(e.get<double>() / time_s)}};
+    if (const auto p = r.pods.find(g); p != r.pods.end()) {
+      gpu["pod"] = p->second.pod;
+      gpu["namespace"] = p->second.namespace_name;
+      gpu["container"] = p->second.container;
+      const std::string name = p->second.namespace_name + "/" + p->second.pod;
+      if (std::find(pods.begin(), pods.end(), name) == pods.end()) {
+        pods.push_back(name);
+      }
+    }
+    gpus.push_back(std::move(gpu));
   }
   nlohmann::json out = {{"job_id", r.job},
                         {"state", running ? "running" : "finished"},
@@ -191,6 +224,9 @@ nlohmann::json JobEnergyBook::report_of(const Record& r) const {
                         {"energy_j", all ? nlohmann::json(total) : nlohmann::json(nullptr)},
                         {"average_power_w", all && time_s > 0 ? nlohmann::json(total / time_s)
                                                               : nlohmann::json(nullptr)}};
+  if (!pods.empty()) {
+    out["pods"] = pods;
+  }
   if (!all) {
     out["note"] = "a GPU of this job has no energy counter: its energy is not known";
   }
@@ -206,7 +242,13 @@ nlohmann::json JobEnergyBook::to_json(const Record& r) {
   for (const auto& [g, e] : r.end_energy_j) {
     end[std::to_string(g)] = e;
   }
+  nlohmann::json pods = nlohmann::json::object();
+  for (const auto& [g, p] : r.pods) {
+    pods[std::to_string(g)] = {
+        {"pod", p.pod}, {"namespace", p.namespace_name}, {"container", p.container}};
+  }
   return {{"job_id", r.job},
+          {"pods", pods},
           {"gpus", r.gpus},
           {"start_unix_s", r.start_unix_s},
           {"end_unix_s", r.end_unix_s ? nlohmann::json(*r.end_unix_s) : nlohmann::json(nullptr)},
@@ -230,6 +272,12 @@ JobEnergyBook::Record JobEnergyBook::from_json(const nlohmann::json& j) {
     r.end_energy_j[std::stoi(g)] = e.get<double>();
   }
   r.sequence = j.at("sequence").get<uint64_t>();
+  // Absent in records written before pods were named.
+  const nlohmann::json pods = j.contains("pods") ? j.at("pods") : nlohmann::json::object();
+  for (const auto& [g, p] : pods.items()) {
+    r.pods[std::stoi(g)] = {p.at("pod").get<std::string>(), p.at("namespace").get<std::string>(),
+                            p.at("container").get<std::string>()};
+  }
   return r;
 }
 

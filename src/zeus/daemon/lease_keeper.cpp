@@ -168,15 +168,24 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
       setting == Setting::kPowerLimit || setting == Setting::kPersistenceMode
           ? std::to_string(original)
           : "";
-  audit({{"event", "change"},
-         {"by", actor.name},
-         {"uid", actor.uid},
-         {"pid", actor.process ? actor.process->pid : 0},
-         {"gpu", gpu},
-         {"setting", setting_name(setting)},
-         {"old", old_value},
-         {"new", new_value},
-         {"why", actor.admin ? "admin change (persists)" : "leased until the process ends"}});
+  nlohmann::json line = {
+      {"event", "change"},
+      {"by", actor.name},
+      {"uid", actor.uid},
+      {"pid", actor.process ? actor.process->pid : 0},
+      {"gpu", gpu},
+      {"setting", setting_name(setting)},
+      {"old", old_value},
+      {"new", new_value},
+      {"why", actor.admin ? "admin change (persists)" : "leased until the process ends"}};
+  if (options_.pod_of) {
+    if (const auto pod = options_.pod_of(gpu)) {
+      line["pod"] = pod->pod;
+      line["namespace"] = pod->namespace_name;
+      line["container"] = pod->container;
+    }
+  }
+  audit(std::move(line));
   for (const Lease& l : ended) {
     for (const Holder& h : l.holders) {
       audit({{"event", "lease_ended"},

@@ -19,6 +19,7 @@
 #include "zeus/common/posix.h"
 #include "zeus/daemon/gpu_control.h"
 #include "zeus/daemon/leases.h"
+#include "zeus/daemon/pods.h"
 
 namespace zeus::daemon {
 
@@ -36,6 +37,8 @@ struct LeaseKeeperOptions {
   // Policy: a non-root uid may change a GPU only while one of its processes runs on it (NVML's
   // compute-process list). Off by default (see docs/zeusd.md).
   bool require_gpu_process = false;
+  // The pod holding a GPU, named in the audit's change lines; empty: none named.
+  PodOfGpu pod_of;
 };
 
 class LeaseKeeper {

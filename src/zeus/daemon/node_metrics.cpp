@@ -52,6 +52,11 @@ NodeMetrics::NodeMetrics(const MetricsOptions& options, device::GpuSet* gpus, de
     }
     return out;
   };
+  if (options.pod_of) {
+    sampler.gpu_labels = [pod_of = options.pod_of](const metrics::GpuIdentity& gpu) {
+      return kube::owner_labels(pod_of(gpu.index));
+    };
+  }
   sampler.restores = [&leases] {
     return metrics::RestoreCounts{leases.restore_failures(), leases.pending_restores()};
   };

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "zeus/daemon/lease_keeper.h"
+#include "zeus/daemon/pods.h"
 #include "zeus/device/cpu_set.h"
 #include "zeus/exporter/metrics_server.h"
 #include "zeus/metrics/gpu_telemetry.h"
@@ -20,6 +21,9 @@ struct MetricsOptions {
   std::string bind_address;  // empty: no metrics endpoint
   std::filesystem::path token_file;
   std::chrono::milliseconds period{1000};
+  // The pod holding each GPU: `pod`, `namespace` and `container` on its series and its holders'
+  // (empty values for a GPU no pod holds). Empty: no such labels.
+  PodOfGpu pod_of;
 };
 
 class NodeMetrics {

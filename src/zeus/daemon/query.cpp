@@ -10,16 +10,6 @@ namespace zeus::daemon {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::optional<uint64_t> decimal(std::string_view s) {
   if (s.empty() || s.size() > 20 ||
       !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {

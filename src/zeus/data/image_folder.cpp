@@ -9,6 +9,7 @@
 #include <random>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/parse.h"
 #include "zeus/data/image_codec.h"
 
 namespace zeus::data {
@@ -18,9 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_image(const fs::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string ext = to_lower(path.extension().string());
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 

@@ -24,14 +24,6 @@ std::string_view unit(SignalKind kind) {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
-
 // Reads `digits` decimal digits at `pos` (advancing it); nullopt when they are not there.
 std::optional<int> digits_at(std::string_view text, size_t& pos, size_t digits) {
   if (pos + digits > text.size()) {
@@ -145,17 +137,10 @@ std::string format_iso8601(Clock::time_point t) {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::optional<size_t> find_column(const CsvTable& table, SignalKind kind, bool time) {
   const auto& header = table.header();
   for (size_t i = 0; i < header.size(); ++i) {
-    const std::string name = lower(trim(header[i]));
+    const std::string name = to_lower(trim(header[i]));
     if (time ? (name == "datetime" || name == "datetime (utc)")
              : (kind == SignalKind::kCarbonIntensity
                     ? (name == "carbonintensity" || name.starts_with("carbon intensity"))

@@ -174,13 +174,6 @@ MHD_Result queue(MHD_Connection* connection, Response response, const std::atomi
   return rc;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return out;
-}
-
 UniqueFd unix_listener(const ServerOptions& o) {
   if (o.socket_path.empty()) {
     throw ConfigError("--socket-path is empty: give the Unix socket's path");
@@ -425,7 +418,7 @@ struct Server::Impl {
         connection, MHD_HEADER_KIND,
         [](void* cls, MHD_ValueKind, const char* key, const char* value) -> MHD_Result {
           auto* r = static_cast<Request*>(cls);
-          r->headers[lower(key)] = value != nullptr ? value : "";
+          r->headers[to_lower(key)] = value != nullptr ? value : "";
           return MHD_YES;
         },
         &request);

@@ -1,44 +1,27 @@
 #include "zeus/kube/pod_resources.h"
 
 #include <fmt/format.h>
-#include <grpcpp/grpcpp.h>
 
-#include "podresources/v1/api.grpc.pb.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/parse.h"
 
 namespace zeus::kube {
 
-DeviceOwners list_device_owners(const std::string& socket_path, std::chrono::milliseconds timeout) {
-  auto channel = grpc::CreateChannel("unix://" + socket_path, grpc::InsecureChannelCredentials());
-  auto stub = v1::PodResourcesLister::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
-  v1::ListPodResourcesRequest request;
-  v1::ListPodResourcesResponse response;
-  const grpc::Status status = stub->List(&context, request, &response);
-  if (!status.ok()) {
-    throw IoError(fmt::format("the kubelet's pod-resources API at {}: {} ({})", socket_path,
-                              status.error_message(), static_cast<int>(status.error_code())));
-  }
-  DeviceOwners owners;
-  for (const auto& pod : response.pod_resources()) {
-    for (const auto& container : pod.containers()) {
-      for (const auto& devices : container.devices()) {
-        if (devices.resource_name().find("gpu") == std::string::npos) {
-          continue;
-        }
-        for (const auto& id : devices.device_ids()) {
-          owners[id] = {pod.name(), pod.namespace_(), container.name()};
-        }
-      }
-    }
-  }
-  return owners;
+std::vector<std::pair<std::string, std::string>> owner_labels(
+    const std::optional<DeviceOwner>& owner) {
+  return {{"pod", owner ? owner->pod : ""},
+          {"namespace", owner ? owner->namespace_name : ""},
+          {"container", owner ? owner->container : ""}};
 }
 
-PodResourcesWatcher::PodResourcesWatcher(std::string socket_path, std::chrono::milliseconds period)
-    : socket_path_(std::move(socket_path)), period_(period) {
+PodResourcesWatcher::PodResourcesWatcher(std::string socket_path, WatcherOptions options)
+    : socket_path_(std::move(socket_path)),
+      options_(options),
+      last_answer_(std::chrono::steady_clock::now()) {
+  if (!pod_resources_supported()) {
+    list_device_owners(socket_path_, options_.period);  // throws the ConfigError saying why
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -52,9 +35,22 @@ PodResourcesWatcher::~PodResourcesWatcher() {
 }
 
 std::optional<DeviceOwner> PodResourcesWatcher::owner(const std::string& device_id) const {
+  const std::string key = to_lower(device_id);
   std::lock_guard lock(mu_);
-  const auto it = owners_.find(device_id);
+  const auto it = owners_.find(key);
   return it == owners_.end() ? std::nullopt : std::optional(it->second);
+}
+
+std::optional<DeviceOwner> PodResourcesWatcher::owner_of_gpu(const std::string& uuid,
+                                                             const std::string& pci) const {
+  for (const std::string* id : {&uuid, &pci}) {
+    if (!id->empty()) {
+      if (auto o = owner(*id)) {
+        return o;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 int64_t PodResourcesWatcher::failures() const {
@@ -63,34 +59,45 @@ int64_t PodResourcesWatcher::failures() const {
 }
 
 bool PodResourcesWatcher::refresh() {
+  DeviceOwners owners;
   try {
-    DeviceOwners owners = list_device_owners(socket_path_, std::chrono::seconds(2));
-    std::lock_guard lock(mu_);
-    if (failing_) {
-      logger().info("the kubelet's pod-resources API at {} answers again", socket_path_);
-      failing_ = false;
-    }
-    owners_ = std::move(owners);
-    return true;
+    owners = list_device_owners(socket_path_, std::chrono::seconds(2));
   } catch (const Error& e) {
     std::lock_guard lock(mu_);
     ++failures_;
     if (!failing_) {
       logger().warn(
-          "{}; GPUs keep the pods last seen (none before the first answer), retried "
-          "every {} ms",
-          e.what(), period_.count());
+          "{}; GPUs keep the pods last seen for {} ms (none before the first answer), then "
+          "have none; retried every {} ms",
+          e.what(), options_.forget_after.count(), options_.period.count());
       failing_ = true;
+    }
+    if (std::chrono::steady_clock::now() - last_answer_ >= options_.forget_after) {
+      owners_.clear();
     }
     return false;
   }
+  {
+    std::lock_guard lock(mu_);
+    if (failing_) {
+      logger().info("the kubelet's pod-resources API at {} answers again", socket_path_);
+      failing_ = false;
+    }
+    owners_ = owners;
+    last_answer_ = std::chrono::steady_clock::now();
+  }
+  if (options_.on_answer) {
+    std::lock_guard lock(answer_mu_);
+    options_.on_answer(owners);
+  }
+  return true;
 }
 
 void PodResourcesWatcher::run() {
   while (true) {
     refresh();
     std::unique_lock lock(mu_);
-    if (cv_.wait_for(lock, period_, [this] { return stop_; })) {
+    if (cv_.wait_for(lock, options_.period, [this] { return stop_; })) {
       return;
     }
   }

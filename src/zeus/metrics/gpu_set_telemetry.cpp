@@ -8,7 +8,8 @@ namespace zeus::metrics {
 
 GpuSetTelemetry::GpuSetTelemetry(device::GpuSet& gpus) : gpus_(gpus) {
   for (int i = 0; i < gpus_.count(); ++i) {
-    identities_.push_back(GpuIdentity{gpus_.machine_index(i), gpus_.uuid(i), gpus_.name(i)});
+    identities_.push_back(
+        GpuIdentity{gpus_.machine_index(i), gpus_.uuid(i), gpus_.name(i), gpus_.pci_address(i)});
   }
 }
 

@@ -13,6 +13,7 @@ struct GpuIdentity {
   int index = 0;  // the machine's index: the `gpu` label (what nvidia-smi and DCGM call it)
   std::string uuid;
   std::string name;
+  std::string pci_address;  // "0000:01:00.0", or "" where the backend has none
 };
 
 // One tick's readings (the device layer's: device/gpu_set.h).

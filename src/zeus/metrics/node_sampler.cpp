@@ -248,7 +248,7 @@ std::vector<Family> NodeSampler::families() const {
                   {"name", id.name},
                   {"host", options_.host}};
     if (options_.gpu_labels) {
-      for (auto& extra : options_.gpu_labels(id.uuid)) {
+      for (auto& extra : options_.gpu_labels(id)) {
         labels.push_back(std::move(extra));
       }
     }
@@ -275,14 +275,20 @@ std::vector<Family> NodeSampler::families() const {
     if (h.gpu < 0 || static_cast<size_t>(h.gpu) >= gpu_state_.size()) {
       continue;
     }
-    g.holder.add({{"gpu", std::to_string(h.gpu)},
-                  {"uuid", gpus_->identity(h.gpu).uuid},
+    const GpuIdentity& id = gpus_->identity(h.gpu);
+    Labels labels{{"gpu", std::to_string(h.gpu)},
+                  {"uuid", id.uuid},
                   {"host", options_.host},
                   {"setting", h.setting},
                   {"pid", std::to_string(h.pid)},
                   {"uid", std::to_string(h.uid)},
-                  {"job", h.job}},
-                 1);
+                  {"job", h.job}};
+    if (options_.gpu_labels) {
+      for (auto& extra : options_.gpu_labels(id)) {
+        labels.push_back(std::move(extra));
+      }
+    }
+    g.holder.add(std::move(labels), 1);
   }
   for (size_t i = 0; i < cpu_state_.size(); ++i) {
     const Labels labels{

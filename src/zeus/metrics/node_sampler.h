@@ -43,9 +43,9 @@ struct NodeSamplerOptions {
   // zeusd's restores (Note [restore rule] in docs/security.md), called at each scrape; empty: the
   // families have no series.
   std::function<RestoreCounts()> restores;
-  // More labels of a GPU's series, by its UUID, called at each scrape (the kubelet's `pod`,
-  // `namespace` and `container` holding it: kube/pod_resources.h); empty: none.
-  std::function<Labels(const std::string& uuid)> gpu_labels;
+  // More labels of a GPU's series (its value and its holders'), called at each scrape (the
+  // kubelet's `pod`, `namespace` and `container` holding it: kube/pod_resources.h); empty: none.
+  std::function<Labels(const GpuIdentity& gpu)> gpu_labels;
 };
 
 // Contract: `gpus` and `cpus` may be null (none of that kind) and must outlive the sampler.
