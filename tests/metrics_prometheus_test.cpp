@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <csignal>
+#include <fstream>
 
 #include "metrics_support.h"
 #include "support/fake_amdsmi_machine.h"
@@ -136,6 +138,37 @@ TEST(PrometheusScrape, MonitorServeRefusesAnAddressInUse) {
   EXPECT_THAT(second.err, HasSubstr(address));
   first->kill(SIGINT);
   first->wait();
+}
+
+// The exporter DaemonSet's token (a Secret mounted at mode 0400): a scrape without it is 401.
+TEST(PrometheusScrape, MonitorServeWithATokenFileAnswersOnlyScrapesCarryingIt) {
+  FakeNvml nvml(four_a40s());
+  TempDir dir;
+  const auto token = dir / "token";
+  std::ofstream(token) << "s3cret\n";
+  ::chmod(token.c_str(), 0644);
+  const std::string address = fmt::format("127.0.0.1:{}", free_port());
+  const ProcessResult open =
+      run_process({ZEUS_CLI_PATH, "monitor", "--serve", address, "--metrics-token-file",
+                   token.string(), "--duration", "1s"});
+  EXPECT_EQ(open.exit_code, 2) << "a token others can read is refused";
+  EXPECT_THAT(open.err, HasSubstr(token.string()));
+  ::chmod(token.c_str(), 0400);
+  Child monitor({ZEUS_CLI_PATH, "monitor", "--serve", address, "--metrics-token-file",
+                 token.string(), "--interval", "100ms", "--duration", "60s"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return http_call("GET", "http://" + address + "/metrics", "",
+                         {"Authorization: Bearer s3cret"})
+                   .status == 200;
+      },
+      seconds(15)));
+  EXPECT_EQ(http_call("GET", "http://" + address + "/metrics").status, 401);
+  EXPECT_EQ(http_call("GET", "http://" + address + "/metrics", "", {"Authorization: Bearer s3cre"})
+                .status,
+            401);
+  monitor.kill(SIGINT);
+  monitor.wait();
 }
 
 }  // namespace

@@ -333,6 +333,19 @@ TEST(MetricsRoute, ATokenFileOthersCanReadIsRefused) {
   EXPECT_THROW(read_secret_file(dir.path() / "missing", "metrics token file"), ConfigError);
 }
 
+// A Kubernetes Secret volume: `token` is a symlink into `..data/` (the file itself mode 0400).
+TEST(MetricsRoute, ATokenFromASecretVolumeIsReadThroughItsSymlink) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.path() / "..data");
+  const auto file = dir.path() / "..data" / "token";
+  std::ofstream(file) << "from-a-secret\n";
+  ::chmod(file.c_str(), 0400);
+  std::filesystem::create_symlink("..data/token", dir.path() / "token");
+  EXPECT_EQ(read_secret_file(dir.path() / "token", "metrics token file"), "from-a-secret");
+  ::chmod(file.c_str(), 0444);
+  EXPECT_THROW(read_secret_file(dir.path() / "token", "metrics token file"), ConfigError);
+}
+
 TEST(MetricsServer, APortInUseIsNamed) {
   metrics::NodeSampler sampler(nullptr, nullptr, {.host = "n"});
   exporter::MetricsServer first(sampler, {.bind_address = "127.0.0.1:0"});

@@ -57,6 +57,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                           "With --serve: the kubelet's pod-resources socket "
                           "(/var/lib/kubelet/pod-resources/kubelet.sock); each GPU's series get "
                           "the pod, namespace and container holding it");
+  monitor_cmd->add_option("--metrics-token-file", monitor.metrics_token_file,
+                          "With --serve: a file holding the bearer token scrapes must send "
+                          "(mode 600)");
   monitor_cmd->add_flag("--list", monitor.list,
                         "List the device backends and why each is (un)available");
 

@@ -37,6 +37,8 @@ struct MonitorCommandOptions {
   std::string serve;                     // HOST:PORT: serve GET /metrics there; "": no
   // With --serve: label each GPU's series with the pod holding it (the kubelet's socket).
   std::string kubelet_socket;
+  // With --serve: scrapes must send this file's bearer token (mode 600); "": no token.
+  std::string metrics_token_file;
 };
 
 struct SimulateCommandOptions {

@@ -390,10 +390,13 @@ int run_monitor(const MonitorCommandOptions& options, std::ostream& out, std::os
     try {
       // The exporter's own sampler: at the monitor's interval, at most ten times a second.
       serving = serve_metrics(
-          options.serve, s.gpus.get(), s.cpus.get(),
-          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
-                   std::chrono::milliseconds(100)),
-          options.kubelet_socket);
+          {.address = options.serve,
+           .period =
+               std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.interval),
+                        std::chrono::milliseconds(100)),
+           .kubelet_socket = options.kubelet_socket,
+           .token_file = options.metrics_token_file},
+          s.gpus.get(), s.cpus.get());
       err << "zeus monitor: serving http://" << serving->address() << "/metrics\n" << std::flush;
     } catch (const Error& e) {
       if (s.writer) {

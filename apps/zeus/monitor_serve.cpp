@@ -16,22 +16,23 @@ namespace {
 
 class Serving final : public MetricsServe {
  public:
-  Serving(const std::string& address, device::GpuSet* gpus, device::CpuSet* cpus,
-          std::chrono::milliseconds period, const std::string& kubelet_socket) {
+  Serving(const ServeOptions& serve, device::GpuSet* gpus, device::CpuSet* cpus) {
     if (gpus != nullptr) {
       telemetry_ = std::make_unique<metrics::GpuSetTelemetry>(*gpus);
     }
     metrics::NodeSamplerOptions options;
-    options.period = period;
-    if (!kubelet_socket.empty()) {
-      pods_ = std::make_unique<kube::PodResourcesWatcher>(kubelet_socket, kube::WatcherOptions{});
+    options.period = serve.period;
+    if (!serve.kubelet_socket.empty()) {
+      pods_ =
+          std::make_unique<kube::PodResourcesWatcher>(serve.kubelet_socket, kube::WatcherOptions{});
       options.gpu_labels = [pods = pods_.get()](const metrics::GpuIdentity& gpu) {
         return kube::owner_labels(pods->owner_of_gpu(gpu.uuid, gpu.pci_address));
       };
     }
     sampler_ = std::make_unique<metrics::NodeSampler>(telemetry_.get(), cpus, options);
     exporter::MetricsServerOptions server;
-    server.bind_address = address;
+    server.bind_address = serve.address;
+    server.token_file = serve.token_file;
     server_ = std::make_unique<exporter::MetricsServer>(*sampler_, server);
   }
   std::string address() const override { return server_->address(); }
@@ -45,16 +46,14 @@ class Serving final : public MetricsServe {
 
 }  // namespace
 
-std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet* gpus,
-                                            device::CpuSet* cpus, std::chrono::milliseconds period,
-                                            const std::string& kubelet_socket) {
-  return std::make_unique<Serving>(address, gpus, cpus, period, kubelet_socket);
+std::unique_ptr<MetricsServe> serve_metrics(const ServeOptions& options, device::GpuSet* gpus,
+                                            device::CpuSet* cpus) {
+  return std::make_unique<Serving>(options, gpus, cpus);
 }
 #else
-std::unique_ptr<MetricsServe> serve_metrics(const std::string& address, device::GpuSet*,
-                                            device::CpuSet*, std::chrono::milliseconds,
-                                            const std::string&) {
-  throw ConfigError("--serve " + address +
+std::unique_ptr<MetricsServe> serve_metrics(const ServeOptions& options, device::GpuSet*,
+                                            device::CpuSet*) {
+  throw ConfigError("--serve " + options.address +
                     ": this zeus was built without its HTTP server (ZEUS_BUILD_ZEUSD=OFF, or "
                     "libmicrohttpd-dev missing); rebuild with it, or run zeusd "
                     "--metrics-bind-address");

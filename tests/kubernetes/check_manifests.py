@@ -100,6 +100,27 @@ def check_services(docs: list[dict], where: str, socket_host_dir: str) -> None:
               f"{where}: the ServiceMonitor's port is the Service's")
 
 
+def check_metrics_token(docs: list[dict]) -> None:
+    """The overlay's token: the exporter reads it from a Secret mounted 0400 (it refuses a file
+    others may read) and the ServiceMonitor sends that Secret's key."""
+    spec = by_kind(docs, "DaemonSet", "zeus-exporter")[0]["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    path = next((a.split("=", 1)[1] for a in c["args"]
+                 if a.startswith("--metrics-token-file=")), "")
+    mount = next((m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")), None)
+    check(mount is not None, "overlay: the exporter's --metrics-token-file is in a mount")
+    if mount is None:
+        return
+    secret = next(v for v in spec["volumes"] if v["name"] == mount["name"]).get("secret", {})
+    check(secret.get("defaultMode", 0o644) & 0o077 == 0,
+          f"overlay: the token's Secret is mounted for its owner only, not {secret}")
+    key = path.rsplit("/", 1)[1]
+    auth = by_kind(docs, "ServiceMonitor")[0]["spec"]["endpoints"][0].get("authorization", {})
+    check(auth.get("type") == "Bearer" and auth.get("credentials") == {
+        "name": secret.get("secretName"), "key": key},
+          f"overlay: the ServiceMonitor sends the exporter's token ({auth})")
+
+
 def check_training_pod(spec: dict, where: str, socket_host_dir: str) -> None:
     validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
               "template": {"spec": spec}}, where)
@@ -126,6 +147,9 @@ def main(source: Path) -> int:
               f"overlay: {ds['metadata']['name']}'s image")
         check(spec.get("nodeSelector") == {"nvidia.com/gpu.present": "true"},
               f"overlay: {ds['metadata']['name']}'s node selector")
+        check(spec["containers"][0]["resources"]["limits"]["memory"] == "256Mi",
+              f"overlay: {ds['metadata']['name']}'s resources")
+    check_metrics_token(overlay)
     examples = source / "examples/kubernetes"
     job = yaml.safe_load((examples / "pytorchjob.yaml").read_text())
     check(job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PyTorchJob", "PyTorchJob kind")
