@@ -162,6 +162,29 @@ TEST(GridJob, TheLimitFollowsTheIntensityOnTheJobsOwnProfile) {
   EXPECT_THAT(report::to_html(run_dir), HasSubstr("following it saved (estimate)"));
 }
 
+TEST(GridJob, ATraceThatReachesAheadIsTheForecastTheRuleChoosesOn) {
+  GridJob g;
+  // Clean until this hour ends, dirty after: the next hour's mean (the interval) lies between.
+  const auto hour = std::chrono::floor<std::chrono::hours>(std::chrono::system_clock::now());
+  std::string text = "datetime,carbonIntensity\n";
+  for (int h = -1; h <= 2; ++h) {
+    text += fmt::format("{},{}\n", grid::format_iso8601(hour + std::chrono::hours(h)),
+                        h <= 0 ? 100 : 3000);
+  }
+  write_file_atomic(g.trace, text);
+  JobOptions o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  const std::optional<contract::TrainResult> result = g.run(o, 2);
+  ASSERT_TRUE(result && result->grid);
+  ASSERT_FALSE(result->grid->choices.empty());
+  const auto& first = result->grid->choices[0];
+  EXPECT_GT(first.signal, 100);  // not the value now
+  EXPECT_LT(first.signal, 3000);
+  EXPECT_THAT(first.reason, HasSubstr("forecast"));
+  EXPECT_EQ(first.power_limit_mw,
+            optimize::select_grid_limit(g.profile(), 0.5, result->max_power_w, first.signal, 750));
+}
+
 TEST(GridJob, AtTheReferenceTheLimitIsZeusAndABrokenTraceKeepsTheLastValue) {
   GridJob g;
   write_file_atomic(g.trace, rows_around_now(750));

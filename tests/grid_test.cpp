@@ -57,9 +57,15 @@ TEST(SignalTrace, CsvRowsInAnyOrderAndTheRowOfNow) {
   EXPECT_EQ(t.at(utc(2024, 4, 15, 1)).value, 200);
   EXPECT_EQ(t.at(utc(2024, 4, 14, 23)).value, 100);  // before it: the first row
   EXPECT_EQ(t.at(utc(2024, 4, 16, 0)).value, 300);   // after it: the last
-  ASSERT_NE(t.next(utc(2024, 4, 15, 0, 30)), nullptr);
-  EXPECT_EQ(t.next(utc(2024, 4, 15, 0, 30))->value, 200);
-  EXPECT_EQ(t.next(utc(2024, 4, 15, 2, 30)), nullptr);
+  // The mean over the next 30 min or hour, weighted by time: 00:30-01:00 at 100, 01:00-01:30
+  // at 200.
+  EXPECT_DOUBLE_EQ(*t.mean_over(utc(2024, 4, 15, 0, 30), 1h), 150);
+  EXPECT_DOUBLE_EQ(*t.mean_over(utc(2024, 4, 15, 0, 45), 30min), 100 * 0.5 + 200 * 0.5);
+  EXPECT_DOUBLE_EQ(*t.mean_over(utc(2024, 4, 15, 0, 10), 20min), 100);
+  EXPECT_DOUBLE_EQ(*t.mean_over(utc(2024, 4, 15, 0), 3h), 200);        // the whole trace
+  EXPECT_EQ(t.mean_over(utc(2024, 4, 15, 2, 30), 1h), std::nullopt);   // past its end at 03:00
+  EXPECT_EQ(t.mean_over(utc(2024, 4, 14, 23, 30), 1h), std::nullopt);  // before it begins
+  EXPECT_EQ(t.mean_over(utc(2024, 4, 15, 1), 0h), std::nullopt);
   EXPECT_EQ(t.step(), 1h);
   EXPECT_EQ(t.span(), 3h);
   EXPECT_DOUBLE_EQ(t.mean(), 200);
@@ -126,11 +132,12 @@ TEST(TraceProvider, ReadsTheFileAgainWhenItChanges) {
   auto r = provider.read(utc(2024, 4, 15, 0, 30));
   EXPECT_EQ(r.value, 100);
   EXPECT_EQ(r.valid_from, utc(2024, 4, 15, 0));
-  EXPECT_EQ(r.next_value, 200);
+  EXPECT_EQ(r.forecast, std::nullopt) << "the poller asks for it, with its horizon";
+  EXPECT_DOUBLE_EQ(*provider.forecast(utc(2024, 4, 15, 0, 30), 1h), 150);
   write_file_atomic(path, "datetime,carbonIntensity\n2024-04-15T00:00:00Z,555\n");
   r = provider.read(utc(2024, 4, 15, 0, 30));
   EXPECT_EQ(r.value, 555);
-  EXPECT_EQ(r.next_value, std::nullopt);
+  EXPECT_EQ(provider.forecast(utc(2024, 4, 15, 0, 30), 1h), std::nullopt) << "not that far";
   // A broken rewrite throws, and the trace read before stays.
   write_file_atomic(path, "garbage\n");
   EXPECT_THROW(provider.read(utc(2024, 4, 15, 0, 30)), ConfigError);
@@ -235,6 +242,31 @@ TEST(GridFollower, ChoosesAgainAfterTheIntervalOrABigMove) {
   EXPECT_THROW(optimize::GridFollower({}, o), ConfigError);
 }
 
+TEST(GridFollower, ChoosesForTheIntervalAheadWhenTheProviderForecastsIt) {
+  const std::vector<optimize::LimitMeasurement> m{{300'000, 10, 300}, {200'000, 8, 160}};
+  optimize::GridFollowerOptions o;
+  o.eta = 0.5;
+  o.max_power_w = 300;
+  o.signal_max = 750;
+  optimize::GridFollower f(m, o);
+  // Dirty now (700) but clean for the interval ahead (100): the rule chooses for the interval.
+  auto c = f.observe(700, 0s, 100.0);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->limit_mw, 300'000);
+  EXPECT_EQ(c->signal, 100);
+  EXPECT_THAT(c->reason, HasSubstr("forecast"));
+  // The 10% test compares forecasts: the value now moving alone chooses nothing.
+  EXPECT_FALSE(f.observe(100, 60s, 105.0));
+  c = f.observe(100, 120s, 700.0);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->limit_mw, 200'000);
+  // Without a forecast it rules on the value now, as before.
+  c = f.observe(100, 180s);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->signal, 100);
+  EXPECT_EQ(c->limit_mw, 300'000);
+}
+
 // A provider the test steers: a value, or a failure.
 class SteeredProvider final : public grid::SignalProvider {
  public:
@@ -275,6 +307,30 @@ TEST(SignalPoller, KeepsTheLastValueWhileTheProviderFails) {
   ASSERT_TRUE(poller.poll_once());
   EXPECT_EQ(poller.latest()->reading.value, 400);
   EXPECT_EQ(poller.latest()->error, std::nullopt);
+}
+
+TEST(SignalPoller, AsksTheProviderForTheHorizonsForecast) {
+  test::TempDir dir;
+  const auto path = dir / "ci.csv";
+  write_file_atomic(path,
+                    "datetime,carbonIntensity\n2024-04-15T00:00:00Z,100\n"
+                    "2024-04-15T01:00:00Z,300\n");
+  grid::PollerOptions o;
+  o.now = [] { return utc(2024, 4, 15, 0, 30); };
+  o.forecast_horizon = 1h;
+  grid::SignalPoller poller(
+      std::make_unique<grid::TraceProvider>(path, SignalKind::kCarbonIntensity), o,
+      /*start=*/false);
+  ASSERT_TRUE(poller.poll_once());
+  EXPECT_EQ(poller.latest()->reading.value, 100);
+  EXPECT_EQ(poller.latest()->reading.forecast, 200.0);
+  // Beyond the trace's end: no forecast, the value still read.
+  o.now = [] { return utc(2024, 4, 15, 1, 30); };
+  grid::SignalPoller late(std::make_unique<grid::TraceProvider>(path, SignalKind::kCarbonIntensity),
+                          o, /*start=*/false);
+  ASSERT_TRUE(late.poll_once());
+  EXPECT_EQ(late.latest()->reading.value, 300);
+  EXPECT_EQ(late.latest()->reading.forecast, std::nullopt);
 }
 
 TEST(SignalPoller, AHungProviderNeverBlocksTheReader) {
@@ -345,6 +401,7 @@ TEST(GridReplay, EachHourIsChargedItsOwnIntensity) {
   sim::GridReplayOptions o;
   o.recurrences = 1;
   o.signal_max = 400;
+  o.forecast = false;  // the rule on the value now
   const auto r = sim::replay_grid(model, t, o);
   const int64_t b = model.default_batch_size();
   const double power_w =
@@ -369,6 +426,15 @@ TEST(GridReplay, EachHourIsChargedItsOwnIntensity) {
   EXPECT_LT(r.energy_saving(), 0.0);
   o.batch_size = 3;
   EXPECT_THROW(sim::replay_grid(model, t, o), ConfigError);
+
+  // With the forecast, every 30 minutes ahead average 400, the reference: the rule keeps Zeus's
+  // choice through the swing and spends what Zeus spends.
+  o.batch_size = 0;
+  o.forecast = true;
+  const auto f = sim::replay_grid(model, t, o);
+  EXPECT_EQ(f.rule_limits_w, std::vector<int64_t>{f.zeus_limit_w});
+  EXPECT_EQ(f.jobs[0].rule.limit_changes, 0);
+  EXPECT_NEAR(f.jobs[0].rule.amount, f.jobs[0].zeus.amount, 1e-9 * grams);
 }
 
 }  // namespace

@@ -129,6 +129,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                    "With --carbon/--price: ... and when the signal moved by more than "
                    "this fraction")
       ->capture_default_str();
+  simulate_cmd->add_flag("--no-forecast", simulate.no_forecast,
+                         "With --carbon/--price: the rule goes by the signal now, not by the "
+                         "trace's mean over the next interval");
 
   RestoreLimitsCommandOptions restore;
   CLI::App* restore_cmd = app.add_subcommand(

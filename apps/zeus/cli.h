@@ -69,6 +69,7 @@ struct SimulateCommandOptions {
   std::string max_signal;
   std::string interval = "30m";   // the rule chooses again at least this often
   double relative_change = 0.10;  // ... and when the signal moved by more than this
+  bool no_forecast = false;       // the rule goes by the value now, not the next interval's mean
 };
 
 struct ReportCommandOptions {

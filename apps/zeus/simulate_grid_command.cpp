@@ -103,6 +103,7 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
       throw ConfigError("--interval must be positive");
     }
     options.relative_change = o.relative_change;
+    options.forecast = !o.no_forecast;
     options.recurrences = std::max(o.recurrences, 0);
     options.batch_size = o.batch_size;
 
@@ -126,6 +127,7 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
                           {"signal_max", signal_max},
                           {"eta", o.eta},
                           {"interval", o.interval},
+                          {"forecast", !o.no_forecast},
                           {"jobs", all}}
                .dump(2)
         << "\n";
@@ -133,9 +135,11 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
   }
   out << fmt::format(
       "zeus simulate: {} from {} (S_max {:g} {}), eta {}, the rule chooses again every {} or "
-      "when the signal moves > {:g}%; Zeus's fixed limit against the rule, jobs back to back\n",
+      "when the signal moves > {:g}%, on {}; Zeus's fixed limit against the rule, jobs back to "
+      "back\n",
       grid::to_string(kind), trace_path, signal_max, grid::unit(kind), o.eta, o.interval,
-      100 * o.relative_change);
+      100 * o.relative_change,
+      o.no_forecast ? "the signal now" : "the next interval's mean (a perfect forecast)");
   out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>16} {:>12} {:>12} {:>12}\n", "gpu",
                      "workload", "bs", "jobs", "zeus W", "rule W",
                      fmt::format("{} saved", amount_name), "energy saved", "time change",

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings.h"
@@ -69,6 +70,16 @@ void bind_grid(py::module_& m) {
             return std::make_pair(to_unix_s(p.at), p.value);
           },
           py::arg("unix_s"), "The row in force then: (its time, its value).")
+      .def(
+          "mean_over",
+          [](const grid::SignalTrace& t, double unix_s, double horizon_s) {
+            return t.mean_over(from_unix_s(unix_s),
+                               std::chrono::duration_cast<grid::Clock::duration>(
+                                   std::chrono::duration<double>(horizon_s)));
+          },
+          py::arg("unix_s"), py::arg("horizon_s"),
+          "The time-weighted mean over [unix_s, unix_s + horizon_s), or None where the trace "
+          "does not cover it.")
       .def_property_readonly("step_s",
                              [](const grid::SignalTrace& t) {
                                return std::chrono::duration<double>(t.step()).count();
@@ -76,6 +87,57 @@ void bind_grid(py::module_& m) {
       .def_property_readonly("mean", &grid::SignalTrace::mean)
       .def_property_readonly("max", &grid::SignalTrace::max)
       .def_property_readonly("source", &grid::SignalTrace::source);
+
+  // The profile as (limit mW, energy J, time s) per limit over equal windows: one "iteration" a
+  // window, so the per-iteration energy and time are the window's.
+  py::class_<optimize::GridFollower>(
+      m, "GridFollower",
+      "The rule that follows the signal on a profile (optimize/grid_rule.h): chosen again every "
+      "interval_s and on a move above relative_change; ties to the higher limit.")
+      .def(py::init([](const std::vector<std::tuple<int64_t, double, double>>& profile, double eta,
+                       double max_power_w, double signal_max, double interval_s,
+                       double relative_change) {
+             std::vector<optimize::LimitMeasurement> m;
+             for (const auto& [limit_mw, energy_j, time_s] : profile) {
+               if (!(energy_j > 0) || !(time_s > 0)) {
+                 throw ConfigError("a profiled limit needs positive energy and time");
+               }
+               m.push_back({limit_mw, 1.0 / time_s, energy_j / time_s});
+             }
+             optimize::GridFollowerOptions o;
+             o.eta = eta;
+             o.max_power_w = max_power_w;
+             o.signal_max = signal_max;
+             o.interval = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::duration<double>(interval_s));
+             o.relative_change = relative_change;
+             return optimize::GridFollower(std::move(m), o);
+           }),
+           py::arg("profile"), py::arg("eta"), py::arg("max_power_w"), py::arg("signal_max"),
+           py::arg("interval_s") = 1800.0, py::arg("relative_change") = 0.10)
+      .def(
+          "observe",
+          [](optimize::GridFollower& f, double signal, double now_s,
+             std::optional<double> forecast) -> py::object {
+            const auto c = f.observe(signal,
+                                     std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::duration<double>(now_s)),
+                                     forecast);
+            if (!c) {
+              return py::none();
+            }
+            py::dict d;
+            d["power_limit_mw"] = c->limit_mw;
+            d["changed"] = c->changed;
+            d["reason"] = c->reason;
+            d["signal"] = c->signal;
+            return d;
+          },
+          py::arg("signal"), py::arg("now_s"), py::arg("forecast") = py::none(),
+          "A dict (power_limit_mw, changed, reason, signal) when the rule chose again, else "
+          "None; the first call always chooses.")
+      .def_property_readonly("power_limit_mw", &optimize::GridFollower::limit_mw)
+      .def_property_readonly("zeus_limit_mw", &optimize::GridFollower::zeus_limit_mw);
 
   m.def("grid_eta", &optimize::grid_eta, py::arg("eta"), py::arg("signal"), py::arg("signal_max"),
         "Zeus's knob under the signal (optimize/grid_rule.h).");

@@ -367,6 +367,32 @@ def test_a_change_of_signal_moves_the_limits_within_the_interval(nvml, tmp_path:
     assert nvml.limits_w() == [280, 280]  # as they were before the job
 
 
+def test_the_rule_chooses_for_the_interval_ahead_where_the_trace_reaches_it(
+        nvml, tmp_path: Path) -> None:
+    profile = tmp_path / "profile.json"
+    save_profile(profile, [PowerLimitMeasurement(w, e, t) for w, (e, t) in PROFILE.items()])
+    hour = math.floor(time.time() / 3600) * 3600
+    trace = tmp_path / "ci.csv"
+    # Clean this hour, dirty the next two; the provider's clock 30 min into this hour.
+    write_trace(trace, [(hour, 100), (hour + 3600, 3000), (hour + 7200, 3000)])
+    provider = TraceCarbonIntensityProvider(trace, clock=lambda: hour + 1800)
+    assert provider.get_forecast_mean(3600) == pytest.approx(1550)  # half 100, half 3000
+    assert provider.get_forecast_mean(4 * 3600) is None  # past the trace's end
+    plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), provider, eta_knob=0.8,
+                                         profile_path=profile, poll_s=0.02, interval_s=3600)
+    try:
+        wait_for(lambda: plo._poller.latest_forecast is not None)
+        plo.on_step_begin()
+        [choice] = plo.choices
+        assert (choice["now"], choice["signal"]) == (100, pytest.approx(1550))
+        expected = formula_limit_w(0.8, 1550, 750, 600)
+        assert expected != formula_limit_w(0.8, 100, 750, 600)  # the forecast decides
+        assert nvml.limits_w() == [expected, expected]
+        assert "forecast" in choice["reason"]
+    finally:
+        plo.close()
+
+
 def test_a_dead_provider_never_holds_up_training(nvml, tmp_path: Path, api: FakeApi,
                                                  caplog) -> None:
     profile = tmp_path / "profile.json"

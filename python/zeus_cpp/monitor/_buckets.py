@@ -187,6 +187,13 @@ class TraceFile:
         unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
         return self.trace.at(unix_s)[1]
 
+    def mean_over(self, when: datetime | float, horizon_s: float) -> float | None:
+        """The time-weighted mean over [when, when + horizon_s), or None where the trace does
+        not reach that far."""
+        self.reload()
+        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
+        return self.trace.mean_over(unix_s, horizon_s)
+
     def points(self) -> list[tuple[datetime, float]]:
         self.reload()
         return [(to_datetime(t), v) for t, v in self.trace.points]

@@ -204,6 +204,11 @@ class TraceCarbonIntensityProvider(CarbonIntensityProvider):
     def get_current_carbon_intensity(self) -> float:
         return self.value_at(self._clock())
 
+    def get_forecast_mean(self, horizon_s: float) -> float | None:
+        """zeus-cpp's: the mean over the next `horizon_s` where the trace reaches that far (a
+        forecast export), else None. ``CarbonAwarePowerLimitOptimizer`` rules on it."""
+        return self._file.mean_over(self._clock(), horizon_s)
+
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
         return dict(self._file.points())
 

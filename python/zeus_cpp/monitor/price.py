@@ -184,6 +184,11 @@ class TraceElectricityPriceProvider(ElectricityPriceProvider):
         """The price now."""
         return self.price_at(self._clock())
 
+    def get_forecast_mean(self, horizon_s: float) -> float | None:
+        """zeus-cpp's: the mean price over the next `horizon_s` where the trace reaches that
+        far (day-ahead prices), else None. ``CarbonAwarePowerLimitOptimizer`` rules on it."""
+        return self._file.mean_over(self._clock(), horizon_s)
+
     @property
     def update_period(self) -> timedelta:
         return self._file.step

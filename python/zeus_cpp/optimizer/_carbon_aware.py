@@ -4,11 +4,14 @@ grid's carbon intensity (or price) moves, never profiling again.
 
 For each profiled limit p with energy E(p) and time T(p):
 ``cost(p) = eta * E(p) * S + (1 - eta) * MAXPOWER * S_max * T(p)``, S the signal now, S_max the
-reference. That is ``ZeusCost`` at the knob ``zeus_cpp._core.grid_eta(eta, S, S_max)`` (the C++
-rule's), so at S = S_max the choice is ``ZeusCost``'s own. The limit is chosen again every
-``interval_s`` and whenever the signal moved by more than ``relative_change`` since the last
-choice. The provider is read on a thread every ``poll_s``: one that hangs or fails never holds up
-a step; it is logged once and its last value kept."""
+reference. That is ``ZeusCost`` at the knob ``zeus_cpp._core.grid_eta(eta, S, S_max)``, so at
+S = S_max the choice is ``ZeusCost``'s own. The rule is the C++ one (``_core.GridFollower``, as
+``zeus::DataLoader``'s jobs and ``zeus simulate --carbon`` run it): the limit is chosen again
+every ``interval_s`` and whenever the signal moved by more than ``relative_change`` since the
+last choice, on the provider's forecast of the next interval where it has one
+(``get_forecast_mean``: the trace providers, where their rows reach that far). The provider is
+read on a thread every ``poll_s``: one that hangs or fails never holds up a step; it is logged
+once and its last value kept."""
 
 from __future__ import annotations
 
@@ -33,14 +36,18 @@ logger = logging.getLogger(__name__)
 
 class SignalPoller:
     """Reads `read()` every `period_s` on a daemon thread; ``latest`` is the last good value
-    (None before one). A failure is logged once, and its recovery."""
+    (None before one), ``latest_forecast`` the forecast read with it (`forecast()`, None where
+    there is none or it failed). A failure is logged once, and its recovery."""
 
-    def __init__(self, read: Callable[[], float], period_s: float, what: str) -> None:
+    def __init__(self, read: Callable[[], float], period_s: float, what: str,
+                 forecast: Callable[[], float | None] | None = None) -> None:
         self._read = read
+        self._forecast = forecast
         self._period_s = period_s
         self._what = what
         self._stop = threading.Event()
         self.latest: float | None = None
+        self.latest_forecast: float | None = None
         self.failing: str | None = None
         self.failures = 0
         self._thread = threading.Thread(target=self._run, name="zeus-grid-poller", daemon=True)
@@ -50,10 +57,11 @@ class SignalPoller:
         while not self._stop.is_set():
             try:
                 value = float(self._read())
+                forecast = self._read_forecast()
                 if self.failing is not None:
                     logger.info("the %s answers again: %g", self._what, value)
                 self.failing = None
-                self.latest = value
+                self.latest, self.latest_forecast = value, forecast
             except Exception as e:  # a provider's failure never stops training
                 self.failures += 1
                 if self.failing is None:
@@ -63,6 +71,17 @@ class SignalPoller:
                                    else "the limit stays Zeus's choice until it answers")
                 self.failing = str(e)
             self._stop.wait(self._period_s)
+
+    def _read_forecast(self) -> float | None:
+        if self._forecast is None:
+            return None
+        try:
+            value = self._forecast()
+            return None if value is None else float(value)
+        except Exception as e:  # no forecast: the rule goes by the value now
+            logger.warning("no %s forecast (%s); the rule goes by the value now", self._what, e)
+            self._forecast = None
+            return None
 
     def close(self) -> None:
         self._stop.set()
@@ -129,30 +148,45 @@ def make_class(base: type) -> type:
             self.choices: list[dict] = []
             self._clock = clock
             self._world = _world_size()
-            self._chosen: tuple[float, float] | None = None  # (signal, clock) of the last choice
+            self._follower = None  # the C++ rule, made on the profile once there is one
             self._steps_since_check = 0
             super().__init__(monitor, ZeusCost(eta_knob, world_size=self._world * len(
                 monitor.gpu_indices)), wait_steps, warmup_steps, profile_steps, pl_step,
                 profile_path)
-            self._poller = None if self.measure_only else SignalPoller(read, poll_s,
-                                                                       self.signal_kind)
+            forecast = getattr(provider, "get_forecast_mean", None)
+            self._poller = None if self.measure_only else SignalPoller(
+                read, poll_s, self.signal_kind,
+                (lambda: forecast(interval_s)) if forecast is not None else None)
+
+        def _make_follower(self):  # -> _core.GridFollower
+            world = self.optimum_selector.world_size
+            return _core.GridFollower(
+                [(m.power_limit * 1000, m.energy, m.time) for m in self.measurements],
+                eta=self.eta_knob,
+                max_power_w=max(m.power_limit for m in self.measurements) * world,
+                signal_max=self.signal_max, interval_s=self.interval_s,
+                relative_change=self.relative_change)
 
         def choose(self, signal: float) -> int:
             """The rule's limit (mW) at `signal` over the profile."""
-            eta = _core.grid_eta(self.eta_knob, signal, self.signal_max)
-            return ZeusCost(eta, world_size=self.optimum_selector.world_size).select(
-                self.measurements) * 1000
+            return self._make_follower().observe(signal, 0.0)["power_limit_mw"]
 
-        def _shared_signal(self) -> float | None:
-            """Rank 0's latest reading, on every rank (collective under torch.distributed)."""
+        def _shared_signal(self) -> tuple[float, float | None] | None:
+            """Rank 0's latest reading and forecast, on every rank (collective under
+            torch.distributed)."""
             mine = self._poller.latest if self._poller is not None else None
+            ahead = self._poller.latest_forecast if self._poller is not None else None
             if self._world == 1:
-                return mine
+                return None if mine is None else (mine, ahead)
             from zeus_cpp.optimizer.power_limit import _rank
 
-            share = [1.0, mine] if _rank() == 0 and mine is not None else [0.0, 0.0]
-            known, value = _all_reduce(share, "sum")
-            return value if known > 0 else None
+            share = [0.0] * 4
+            if _rank() == 0 and mine is not None:
+                share = [1.0, mine, 1.0 if ahead is not None else 0.0, ahead or 0.0]
+            known, value, forecast_known, forecast = _all_reduce(share, "sum")
+            if not known > 0:
+                return None
+            return value, (forecast if forecast_known > 0 else None)
 
         def on_step_begin(self) -> None:
             """A training step begins; once profiled, the rule looks at the signal."""
@@ -163,21 +197,23 @@ def make_class(base: type) -> type:
             if self._world > 1 and self._steps_since_check < self.check_steps:
                 return
             self._steps_since_check = 0
-            signal = self._shared_signal()
-            if signal is None:
+            shared = self._shared_signal()
+            if shared is None:
                 return
+            value, forecast = shared
+            if self._follower is None:
+                self._follower = self._make_follower()
             now = self._clock()
-            if self._chosen is not None:
-                before, at = self._chosen
-                moved = abs(signal - before) / before if before > 0 else float(signal > 0)
-                if now - at < self.interval_s and not moved > self.relative_change:
-                    return
-            limit = self.choose(signal)
-            self._chosen = (signal, now)
-            self.choices.append({"signal": signal, "power_limit_mw": limit, "time": now})
+            choice = self._follower.observe(value, now, forecast)
+            if choice is None:
+                return
+            limit = choice["power_limit_mw"]
+            self.choices.append({"signal": choice["signal"], "now": value, "forecast": forecast,
+                                 "power_limit_mw": limit, "time": now,
+                                 "reason": choice["reason"]})
             if limit != self.current_power_limit:
-                logger.info("%s %g (reference %g): power limit %d W (Zeus's choice %d W)",
-                            self.signal_kind, signal, self.signal_max, limit // 1000,
+                logger.info("%s %s (reference %g): power limit %d W (Zeus's choice %d W)",
+                            self.signal_kind, choice["reason"], self.signal_max, limit // 1000,
                             self.state.optimal_power_limit // 1000)
                 self._set_power_limit(limit)
 

@@ -44,6 +44,18 @@ int64_t SignalPoller::failures() const {
   return failures_;
 }
 
+void SignalPoller::read_forecast(SignalReading& reading, Clock::time_point now) {
+  try {
+    reading.forecast = provider_->forecast(now, options_.forecast_horizon);
+    forecast_failing_ = false;
+  } catch (const Error& e) {
+    if (!forecast_failing_) {
+      logger().warn("{}: no forecast ({}); the rule goes by the value now", describe_, e.what());
+      forecast_failing_ = true;
+    }
+  }
+}
+
 bool SignalPoller::poll_once() {
   const Clock::time_point now = options_.now();
   std::optional<SignalReading> reading;
@@ -52,6 +64,9 @@ bool SignalPoller::poll_once() {
     std::lock_guard provider_lock(provider_mu_);
     try {
       reading = provider_->read(now);
+      if (options_.forecast_horizon > Clock::duration::zero()) {
+        read_forecast(*reading, now);
+      }
     } catch (const Error& e) {
       error = e.what();
     } catch (const std::exception& e) {

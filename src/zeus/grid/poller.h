@@ -22,6 +22,10 @@ struct PollerOptions {
   // The clock the provider is asked about (a trace's row of "now"); the wall by default. Tests
   // and replays pass their own.
   std::function<Clock::time_point()> now = [] { return Clock::now(); };
+  // Each read also asks the provider's forecast of the mean over [now, now + this) (the rule's
+  // interval); zero: none. A provider without one, or whose forecast fails (logged once), gives
+  // readings without it.
+  Clock::duration forecast_horizon{};
 };
 
 struct PolledSignal {
@@ -53,6 +57,8 @@ class SignalPoller {
 
  private:
   void run();
+  // Under provider_mu_.
+  void read_forecast(SignalReading& reading, Clock::time_point now);
 
   std::unique_ptr<SignalProvider> provider_;
   PollerOptions options_;
@@ -64,6 +70,7 @@ class SignalPoller {
   bool stop_ = false;
   std::optional<PolledSignal> latest_;
   std::optional<std::string> failing_;  // the error logged, while failing
+  bool forecast_failing_ = false;       // its failure logged
   Clock::time_point failing_since_{};
   int64_t reads_ = 0;
   int64_t failures_ = 0;

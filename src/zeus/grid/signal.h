@@ -30,8 +30,10 @@ struct SignalReading {
   double value = 0;
   // The time the value is for (the row's hour, the API's `datetime`).
   Clock::time_point valid_from;
-  // The provider's value for the next interval, when it has one (a trace's next row).
-  std::optional<double> next_value;
+  // The provider's forecast of the mean over the next interval (from `now`, as long as the
+  // poller's forecast horizon), where it has one: a trace whose rows reach that far (day-ahead
+  // prices, a forecast export). std::nullopt: the rule goes by `value`.
+  std::optional<double> forecast;
 };
 
 // Contract: read() gives the value in force at `now` or throws (IoError: unreachable, a timeout,
@@ -45,6 +47,11 @@ class SignalProvider {
   // For log lines: "trace /data/ci.csv", "ElectricityMaps at https://... (lat,lon)".
   virtual std::string describe() const = 0;
   virtual SignalReading read(Clock::time_point now) = 0;
+  // The mean over [from, from + horizon) where the provider knows it ahead, else std::nullopt
+  // (the default: a provider of the present only). Throws as read().
+  virtual std::optional<double> forecast(Clock::time_point /*from*/, Clock::duration /*horizon*/) {
+    return std::nullopt;
+  }
 };
 
 // ISO 8601 in UTC as ElectricityMaps and its CSV exports write it: "2024-09-24T03:00:00.000Z",

@@ -266,13 +266,24 @@ const SignalPoint& SignalTrace::at(Clock::time_point t) const {
   return it == points_.begin() ? points_.front() : *std::prev(it);
 }
 
-const SignalPoint* SignalTrace::next(Clock::time_point t) const {
-  const SignalPoint* cur = &at(t);
-  if (t < points_.front().at) {
-    return cur;  // before the trace: the first row comes next
+std::optional<double> SignalTrace::mean_over(Clock::time_point from,
+                                             Clock::duration horizon) const {
+  const Clock::time_point to = from + horizon;
+  if (horizon <= Clock::duration::zero() || from < points_.front().at ||
+      to > points_.back().at + step()) {
+    return std::nullopt;
   }
-  const size_t i = static_cast<size_t>(cur - points_.data()) + 1;
-  return i < points_.size() ? &points_[i] : nullptr;
+  double weighted = 0;
+  auto it = std::upper_bound(points_.begin(), points_.end(), from,
+                             [](Clock::time_point v, const SignalPoint& p) { return v < p.at; });
+  Clock::time_point t = from;
+  for (--it; t < to; ++it) {
+    const Clock::time_point end =
+        std::next(it) == points_.end() ? to : std::min(to, std::next(it)->at);
+    weighted += it->value * std::chrono::duration<double>(end - t).count();
+    t = end;
+  }
+  return weighted / std::chrono::duration<double>(horizon).count();
 }
 
 Clock::duration SignalTrace::step() const {
@@ -331,11 +342,12 @@ void TraceProvider::reload_if_changed() {
 SignalReading TraceProvider::read(Clock::time_point now) {
   reload_if_changed();
   const SignalPoint& p = trace_.at(now);
-  SignalReading r{p.value, p.at, std::nullopt};
-  if (const SignalPoint* n = trace_.next(now)) {
-    r.next_value = n->value;
-  }
-  return r;
+  return SignalReading{p.value, p.at, std::nullopt};
+}
+
+std::optional<double> TraceProvider::forecast(Clock::time_point from, Clock::duration horizon) {
+  reload_if_changed();
+  return trace_.mean_over(from, horizon);
 }
 
 }  // namespace zeus::grid

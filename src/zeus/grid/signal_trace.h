@@ -38,8 +38,10 @@ class SignalTrace {
   const std::vector<SignalPoint>& points() const { return points_; }
   // The row in force at `t`: the last one at or before it (the first before the trace begins).
   const SignalPoint& at(Clock::time_point t) const;
-  // The row after at(t)'s, if any.
-  const SignalPoint* next(Clock::time_point t) const;
+  // The time-weighted mean of the rows in force over [from, from + horizon), or std::nullopt
+  // when the trace does not reach that far (its last row ends at its time plus step()), begins
+  // after `from`, or the horizon is not positive.
+  std::optional<double> mean_over(Clock::time_point from, Clock::duration horizon) const;
   // The trace's step: the last two rows' distance (one hour for a single row).
   Clock::duration step() const;
   // First row's time to the last row's end (its time plus step()).
@@ -63,6 +65,8 @@ class TraceProvider final : public SignalProvider {
   SignalKind kind() const override { return kind_; }
   std::string describe() const override;
   SignalReading read(Clock::time_point now) override;
+  // The trace's mean over the horizon where its rows reach that far (SignalTrace::mean_over).
+  std::optional<double> forecast(Clock::time_point from, Clock::duration horizon) override;
   const SignalTrace& trace() const { return trace_; }
 
  private:

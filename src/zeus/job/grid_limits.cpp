@@ -32,6 +32,8 @@ std::unique_ptr<GridLimits> GridLimits::make(const ResolvedJobOptions& options,
     }
     grid::PollerOptions po;
     po.period = std::chrono::duration_cast<std::chrono::milliseconds>(g.poll);
+    // The rule chooses for the interval ahead: a provider that knows it gives its mean.
+    po.forecast_horizon = std::chrono::duration_cast<grid::Clock::duration>(g.interval);
     poller = std::make_unique<grid::SignalPoller>(std::move(provider), po);
   }
   return std::unique_ptr<GridLimits>(new GridLimits(g, collectives, std::move(poller)));
@@ -88,12 +90,14 @@ const optimize::LimitMeasurement* at_limit(const std::vector<optimize::LimitMeas
 }  // namespace
 
 std::optional<GridLimits::Change> GridLimits::read(std::chrono::nanoseconds job_now, int epoch) {
-  // [known, value, rank 0's clock in s, provider failures]
-  std::vector<double> v(4, 0.0);
+  // [known, value, rank 0's clock in s, provider failures, forecast known, forecast]
+  std::vector<double> v(6, 0.0);
   if (poller_) {
     if (const auto latest = poller_->latest()) {
       v[0] = 1;
       v[1] = latest->reading.value;
+      v[4] = latest->reading.forecast ? 1 : 0;
+      v[5] = latest->reading.forecast.value_or(0.0);
     }
     v[2] = std::chrono::duration<double>(job_now).count();
     v[3] = static_cast<double>(poller_->failures());
@@ -130,19 +134,20 @@ std::optional<GridLimits::Change> GridLimits::read(std::chrono::nanoseconds job_
   if (!follower_) {
     return std::nullopt;
   }
-  const auto choice = follower_->observe(v[1], now);
+  const auto choice =
+      follower_->observe(v[1], now, v[4] != 0 ? std::optional<double>(v[5]) : std::nullopt);
   if (!choice) {
     return std::nullopt;
   }
-  choices_.push_back({epoch, steps_, v[1], choice->limit_mw, choice->reason});
+  choices_.push_back({epoch, steps_, choice->signal, choice->limit_mw, choice->reason});
   if (coll_.ranks().is_master()) {
     logger().info("{} {:g} {} ({}): power limit {} W{} (Zeus's choice {} W)",
-                  grid::to_string(grid_.kind), v[1], grid::unit(grid_.kind), choice->reason,
-                  mw_to_w(choice->limit_mw), choice->changed ? "" : ", unchanged",
+                  grid::to_string(grid_.kind), choice->signal, grid::unit(grid_.kind),
+                  choice->reason, mw_to_w(choice->limit_mw), choice->changed ? "" : ", unchanged",
                   mw_to_w(follower_->zeus_limit_mw()));
   }
   return Change{choice->limit_mw, choice->changed,
-                optimize::grid_eta(follower_->options().eta, v[1], grid_.signal_max)};
+                optimize::grid_eta(follower_->options().eta, choice->signal, grid_.signal_max)};
 }
 
 std::optional<double> GridLimits::close_epoch(double energy_j) {

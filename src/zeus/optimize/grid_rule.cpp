@@ -48,14 +48,19 @@ GridFollower::GridFollower(std::vector<LimitMeasurement> measurements, GridFollo
   limit_mw_ = zeus_limit_mw_;
 }
 
-std::optional<GridFollower::Choice> GridFollower::observe(double signal,
-                                                          std::chrono::nanoseconds now) {
+std::optional<GridFollower::Choice> GridFollower::observe(double now_signal,
+                                                          std::chrono::nanoseconds now,
+                                                          std::optional<double> forecast) {
+  const double signal = forecast.value_or(now_signal);
+  const std::string what =
+      forecast ? fmt::format("{:g} (now {:g}; the next interval's forecast)", signal, now_signal)
+               : fmt::format("{:g}", signal);
   std::string reason;
   if (!chosen_signal_) {
-    reason = fmt::format("the first reading, {:g}", signal);
+    reason = fmt::format("the first reading, {}", what);
   } else if (now - chosen_time_ >= options_.interval) {
-    reason = fmt::format("{:g} s since the last choice; now {:g}",
-                         std::chrono::duration<double>(now - chosen_time_).count(), signal);
+    reason = fmt::format("{:g} s since the last choice; now {}",
+                         std::chrono::duration<double>(now - chosen_time_).count(), what);
   } else {
     const double before = *chosen_signal_;
     const double moved =
@@ -64,12 +69,12 @@ std::optional<GridFollower::Choice> GridFollower::observe(double signal,
       return std::nullopt;
     }
     reason = std::isfinite(moved)
-                 ? fmt::format("it moved {:.0f}%, {:g} -> {:g}", 100 * moved, before, signal)
-                 : fmt::format("it moved from 0 to {:g}", signal);
+                 ? fmt::format("it moved {:.0f}%, {:g} -> {}", 100 * moved, before, what)
+                 : fmt::format("it moved from 0 to {}", what);
   }
   const int64_t limit = select_grid_limit(measurements_, options_.eta, options_.max_power_w, signal,
                                           options_.signal_max);
-  Choice choice{limit, limit != limit_mw_, std::move(reason)};
+  Choice choice{limit, limit != limit_mw_, std::move(reason), signal};
   limit_mw_ = limit;
   chosen_signal_ = signal;
   chosen_time_ = now;

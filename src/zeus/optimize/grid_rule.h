@@ -50,10 +50,14 @@ class GridFollower {
     int64_t limit_mw = 0;
     bool changed = false;  // another limit than before
     std::string reason;    // "the first reading", "30 min since the last choice", "... moved 12%"
+    double signal = 0;     // the value the rule chose at: the forecast where there was one
   };
-  // The signal at `now` (any monotonic clock): a Choice when the rule chose again, else
+  // The signal at `now` (any monotonic clock), and the provider's forecast of its mean over the
+  // next interval where it has one (Chase's rule chooses for the interval ahead, so it rules on
+  // the forecast then; the 10% test compares it too): a Choice when the rule chose again, else
   // std::nullopt. The first call always chooses.
-  std::optional<Choice> observe(double signal, std::chrono::nanoseconds now);
+  std::optional<Choice> observe(double signal, std::chrono::nanoseconds now,
+                                std::optional<double> forecast = std::nullopt);
 
   int64_t limit_mw() const { return limit_mw_; }
   // The signal of the last choice (nullopt before the first).

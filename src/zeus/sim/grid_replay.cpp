@@ -32,6 +32,16 @@ class Timeline {
     return it == offsets_s_.begin() ? 0 : static_cast<size_t>(it - offsets_s_.begin()) - 1;
   }
   double value(double t) const { return values_[row(t)]; }
+  // The mean over [t, t + horizon), the trace repeating.
+  double mean(double t, double horizon) const {
+    double weighted = 0;
+    for (double at = t; at < t + horizon;) {
+      const double end = std::min(next_boundary(at), t + horizon);
+      weighted += value(at) * (end - at);
+      at = end;
+    }
+    return weighted / horizon;
+  }
   // The time the row after t's begins.
   double next_boundary(double t) const {
     const double base = t - std::fmod(t, span_s_);
@@ -139,6 +149,7 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
   const optimize::GridFollower zeus_rule(profile, follow);
   result.zeus_limit_w = zeus_rule.zeus_limit_mw() / 1000;
   const Timeline timeline(trace);
+  const double interval_s = std::chrono::duration<double>(options.interval).count();
   std::set<int64_t> used;
 
   // One job from `start` (s since the trace's first row) under a policy.
@@ -156,8 +167,12 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
     while (left > 1e-9) {
       const double signal = timeline.value(t);
       if (follow_grid) {
-        if (auto choice = rule.observe(signal, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::duration<double>(t)))) {
+        const std::optional<double> forecast =
+            options.forecast ? std::optional(timeline.mean(t, interval_s)) : std::nullopt;
+        if (auto choice = rule.observe(signal,
+                                       std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::duration<double>(t)),
+                                       forecast)) {
           last_choice = t;
           if (choice->limit_mw != limit && !first) {
             ++run.limit_changes;
@@ -171,8 +186,7 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
       double until = timeline.next_boundary(t);
       if (follow_grid) {
         // A microsecond past the interval, so that the rule surely sees it as passed.
-        until = std::min(
-            until, last_choice + std::chrono::duration<double>(options.interval).count() + 1e-6);
+        until = std::min(until, last_choice + interval_s + 1e-6);
       }
       const double done_at = t + left * r.time_per_iter_s;
       const double end = std::min(until, done_at);

@@ -21,6 +21,9 @@ struct GridReplayOptions {
   double signal_max = 750;  // S_max of the rule
   std::chrono::nanoseconds interval = std::chrono::seconds(1800);
   double relative_change = 0.10;
+  // The rule chooses on the trace's mean over the next interval (a perfect forecast, as Chase's
+  // replay of ElectricityMaps' history); false: on the value now.
+  bool forecast = true;
   // Jobs per policy; 0: as many as start within the trace's span at Zeus's choice (at least 1).
   int recurrences = 0;
   int64_t batch_size = 0;  // 0: the workload's default (b0)
