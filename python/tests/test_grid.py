@@ -30,6 +30,7 @@ from zeus_cpp.monitor.price import (
     OpenEIClient,
     TraceElectricityPriceProvider,
     ZeusElectricityPriceNotFoundError,
+    price_rates,
 )
 
 LATEST = {"zone": "US-MIDW-MISO", "carbonIntensity": 466, "datetime": "2024-09-24T03:00:00.000Z",
@@ -225,6 +226,55 @@ def test_a_failing_provider_never_ends_the_window(job_env: Path, caplog) -> None
     assert m.gpu_carbon_emission[0] == pytest.approx(m.gpu_energy[0] / 3.6e6 * 300, rel=1e-3)
     assert any("used 300" in w and "answered 500" in w for w in m.warnings)
     assert sum("failed" in r.getMessage() for r in caplog.records) == 1  # logged once
+
+
+class CountingHistory(CarbonIntensityProvider):
+    """One-second periods alternating 100 and 900 g/kWh; counts the history requests."""
+
+    def __init__(self) -> None:
+        self.history_calls = 0
+
+    def get_current_carbon_intensity(self) -> float:
+        return 100.0 if math.floor(time.time()) % 2 else 900.0
+
+    def get_recent_carbon_intensity(self) -> dict[datetime, float]:
+        self.history_calls += 1
+        base = math.floor(time.time())
+        return {datetime.fromtimestamp(t, timezone.utc): (100.0 if t % 2 else 900.0)
+                for t in range(base - 10, base + 1)}
+
+    @property
+    def update_period(self) -> timedelta:
+        return timedelta(seconds=1)
+
+    @property
+    def history_length(self) -> int:
+        return 11
+
+
+def test_a_window_over_many_periods_asks_the_provider_once(job_env: Path, api: FakeApi,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    provider = CountingHistory()
+    monitor = CarbonEmissionMonitor(provider, device="sim:v100")
+    monitor.begin_window("w", sync_execution=False)
+    time.sleep(2.5)  # three or four one-second periods
+    m = monitor.end_window("w", sync_execution=False)
+    assert provider.history_calls == 1
+    assert m.warnings == []
+    # The periods were charged their own values, not one flat rate.
+    assert m.gpu_carbon_emission[0] != pytest.approx(m.gpu_energy[0] / 3.6e6 * 100, rel=0.2)
+    assert m.gpu_carbon_emission[0] != pytest.approx(m.gpu_energy[0] / 3.6e6 * 900, rel=0.2)
+    # OpenEI's schedule: one request for the window, whatever its periods.
+    api.routes["/utility_rates"] = (200, OPENEI)
+    monkeypatch.setenv("ZEUS_OPENEI_API_KEY", "k")
+    client = OpenEIClient((42.28, -83.74), "5b0d")
+    rates = price_rates(client)
+    before = len(api.requests)
+    local = datetime.now().astimezone().tzinfo
+    assert [rates(datetime(2024, 4, 15, h, tzinfo=local)) for h in (9, 18, 19)] == [0.10, 0.35,
+                                                                                     0.35]
+    assert len(api.requests) == before + 1
 
 
 def test_energy_cost_monitor_over_a_price_trace(job_env: Path, tmp_path: Path) -> None:

@@ -15,12 +15,13 @@ import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from zeus_cpp import _core
 from zeus_cpp.monitor.energy import Measurement, ZeusMonitor
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def bucket_start(unix_s: float, period_s: float) -> float:
@@ -33,20 +34,44 @@ def to_datetime(unix_s: float) -> datetime:
     return datetime.fromtimestamp(unix_s, timezone.utc)
 
 
+RateAt = Callable[[datetime], float]
+
+
+def fetched_once(fetch: Callable[[], T], lookup: Callable[[T, datetime], float]) -> RateAt:
+    """A rate function over one fetch: ``fetch()`` runs at the first call, and its result (or its
+    error, raised again) serves every later call, so that a window spanning many periods costs
+    the provider one request (ElectricityMaps' history, OpenEI's schedule), not one a period."""
+    box: list[tuple[bool, object]] = []
+
+    def rate_at(start: datetime) -> float:
+        if not box:
+            try:
+                box.append((True, fetch()))
+            except Exception as e:  # kept: the next periods fail alike, without a request
+                box.append((False, e))
+        ok, value = box[0]
+        if not ok:
+            raise value  # type: ignore[misc]
+        return lookup(value, start)  # type: ignore[arg-type]
+
+    return rate_at
+
+
 class BucketedWindows:
     """Named windows over one ``ZeusMonitor`` whose energy is kept per period.
 
     ``period_s`` is read from the provider at each boundary (it is ``update_period``).
-    ``rate_at(bucket_start_datetime)`` gives the signal of a period (it may raise: the last
-    value is then used, with a warning on the measurement). ``what`` names the signal in logs.
+    ``rates()`` is called once per ended window and gives the function from a period's start to
+    its signal (it may raise: the last value is then used, with a warning on the measurement).
+    ``what`` names the signal in logs.
     """
 
     def __init__(self, monitor: ZeusMonitor, period_s: Callable[[], float],
-                 rate_at: Callable[[datetime], float], what: str,
+                 rates: Callable[[], RateAt], what: str,
                  clock: Callable[[], float] = time.time) -> None:
         self.zeus_monitor = monitor
         self._period_s = period_s
-        self._rate_at = rate_at
+        self._rates = rates
         self._what = what
         self._clock = clock
         self._lock = threading.RLock()
@@ -94,8 +119,9 @@ class BucketedWindows:
                 self._wake.set()
         amounts: dict[str, float] = defaultdict(float)
         warnings: list[str] = []
+        rate_at = self._rates()
         for start, energies in sorted(buckets.items()):
-            rate = self._rate(to_datetime(start), warnings)
+            rate = self._rate(rate_at, to_datetime(start), warnings)
             for device, joules in energies.items():
                 amounts[device] += joules / 3.6e6 * rate
         return overall, dict(amounts), warnings
@@ -130,9 +156,9 @@ class BucketedWindows:
                     self.zeus_monitor.begin_window(self._inner(key), sync_execution=False)
                     self._open_at[key] = bucket_start(now, period)
 
-    def _rate(self, start: datetime, warnings: list[str]) -> float:
+    def _rate(self, rate_at: RateAt, start: datetime, warnings: list[str]) -> float:
         try:
-            value = float(self._rate_at(start))
+            value = float(rate_at(start))
         except Exception as e:  # a provider's failure never ends the window
             if self._failing is None:
                 logger.warning("%s for %s failed: %s", self._what, start.isoformat(), e)
@@ -208,10 +234,10 @@ class BucketMonitor:
     monitors): upstream's ``begin_window``/``end_window`` contract over ``BucketedWindows``."""
 
     def __init__(self, zeus_monitor: ZeusMonitor, period: Callable[[], timedelta | float],
-                 rate_at: Callable[[datetime], float], what: str) -> None:
+                 rates: Callable[[], RateAt], what: str) -> None:
         self.zeus_monitor = zeus_monitor
         self._windows = BucketedWindows(zeus_monitor, lambda: period_seconds(period()),
-                                        rate_at, what)
+                                        rates, what)
 
     @property
     def current_keys(self) -> set[str]:

@@ -23,7 +23,7 @@ from typing import Callable, Literal
 
 from zeus_cpp import _core
 from zeus_cpp._errors import ZeusError
-from zeus_cpp.monitor._buckets import BucketMonitor, TraceFile, by_kind
+from zeus_cpp.monitor._buckets import BucketMonitor, RateAt, TraceFile, by_kind, fetched_once
 from zeus_cpp.monitor._http import BadReply, HttpFailure, get_json
 from zeus_cpp.monitor.energy import ZeusMonitor
 
@@ -221,20 +221,25 @@ class TraceCarbonIntensityProvider(CarbonIntensityProvider):
         return len(self._file.points())
 
 
-def intensity_at(provider: CarbonIntensityProvider, start: datetime) -> float:
-    """The intensity of the period beginning at `start`: the provider's recent value for it (or
-    the latest one before it), else its current value."""
+def intensity_rates(provider: CarbonIntensityProvider) -> RateAt:
+    """The intensity of each period of one ended window, by its start: a trace's row; else the
+    provider's recent value for it (or the latest one before it within a period), fetched once
+    for all the window's periods, else its current value (the hour ElectricityMaps has not got
+    yet)."""
     if isinstance(provider, TraceCarbonIntensityProvider):
-        return provider.value_at(start)
-    recent = provider.get_recent_carbon_intensity()
-    normalized = {(k if k.tzinfo else k.replace(tzinfo=timezone.utc)): v
-                  for k, v in recent.items()}
-    if start in normalized:
-        return normalized[start]
-    before = [k for k in normalized if k <= start]
-    if before and start - max(before) < provider.update_period:
-        return normalized[max(before)]
-    return provider.get_current_carbon_intensity()  # the hour ElectricityMaps has not got yet
+        return provider.value_at
+
+    def lookup(recent: dict[datetime, float], start: datetime) -> float:
+        normalized = {(k if k.tzinfo else k.replace(tzinfo=timezone.utc)): v
+                      for k, v in recent.items()}
+        if start in normalized:
+            return normalized[start]
+        before = [k for k in normalized if k <= start]
+        if before and start - max(before) < provider.update_period:
+            return normalized[max(before)]
+        return provider.get_current_carbon_intensity()
+
+    return fetched_once(provider.get_recent_carbon_intensity, lookup)
 
 
 @dataclass
@@ -276,7 +281,7 @@ class CarbonEmissionMonitor(BucketMonitor):
             ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
                         sync_execution_with=sync_execution_with, device=device),
             lambda: carbon_intensity_provider.update_period,
-            lambda start: intensity_at(carbon_intensity_provider, start), "carbon intensity")
+            lambda: intensity_rates(carbon_intensity_provider), "carbon intensity")
 
     def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
         """Ends the window `key` (``ValueError`` if it is not open): its time, energy and

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from zeus_cpp._errors import ZeusError
-from zeus_cpp.monitor._buckets import BucketMonitor, TraceFile, by_kind
+from zeus_cpp.monitor._buckets import BucketMonitor, RateAt, TraceFile, by_kind, fetched_once
 from zeus_cpp.monitor._http import BadReply, HttpFailure, get_json
 from zeus_cpp.monitor.energy import ZeusMonitor
 
@@ -209,6 +209,15 @@ class EnergyCostMeasurement:
     warnings: list[str] = field(default_factory=list)
 
 
+def price_rates(provider: ElectricityPriceProvider) -> RateAt:
+    """The price of each period of one ended window, by its start: the provider's own
+    ``price_at`` where it has one (a trace), else upstream's rate data fetched once for all the
+    window's periods (one OpenEI request, not one a period)."""
+    if type(provider).price_at is not ElectricityPriceProvider.price_at:
+        return provider.price_at
+    return fetched_once(provider.get_current_electricity_price, rate_from_schedule)
+
+
 class EnergyCostMonitor(BucketMonitor):
     """Time, energy and electricity cost of named windows (upstream's constructor and
     methods). ``device`` (zeus-cpp's): a locator; None reads ``ZEUS_DEVICE``."""
@@ -228,7 +237,7 @@ class EnergyCostMonitor(BucketMonitor):
                         sync_execution_with=sync_execution_with, approx_instant_energy=True,
                         device=device),
             lambda: electricity_price_provider.update_period,
-            electricity_price_provider.price_at, "electricity price")
+            lambda: price_rates(electricity_price_provider), "electricity price")
 
     def end_window(self, key: str, sync_execution: bool = True) -> EnergyCostMeasurement:
         """Ends the window `key`: its time, energy and cost."""
