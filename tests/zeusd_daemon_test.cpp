@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "support/raw_connection.h"
@@ -434,6 +435,42 @@ TEST(Zeusd, UpstreamZeusClientWorksUnchanged) {
   EXPECT_EQ(seen["after"], 175'000) << "set through the daemon, read back";
   EXPECT_THAT(seen["out_of_range"].get<std::string>(), HasSubstr("refused"));
   EXPECT_TRUE(limit_becomes(nvml, 2, 300'000)) << "the client was killed: its limit is back";
+}
+
+// Upstream Zeus 0.16's own PowerStreamingClient (its SSE parser over httpx, its clock offset from
+// /time), unchanged, as an unprivileged user on the socket: both GPUs' power, and a change.
+TEST(Zeusd, UpstreamPowerStreamingClientReadsTheStreams) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  const fs::path python = fs::path(ZEUS_SOURCE_DIR) / ".venv-zeus016" / "bin" / "python";
+  if (!fs::exists(python)) {
+    GTEST_SKIP() << python << " is missing: run scripts/install-zeus016.sh (make test does)";
+  }
+  FakeNvml nvml = strict_nvml();
+  SharedDir dir;
+  ZeusdProcess daemon(dir);
+  auto env = daemon.client_env();
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  Child client({ZEUS_AS_UID_PATH, std::to_string(kUserA), python.string(),
+                std::string(ZEUS_SOURCE_DIR) + "/tests/zeusd_upstream/upstream_power_streaming.py"},
+               env);
+  ASSERT_TRUE(client.wait_for_output("ready", seconds(60))) << client.wait().out;
+  nvml.set_gpu_value(1, "power_mw", 200'000);
+  const ProcessResult r = client.wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line);) {
+    if (line.starts_with("{")) {
+      lines.push_back(nlohmann::json::parse(line));
+    }
+  }
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  const double gpu0 = lines[0]["gpu_power_w"]["0"];
+  const double gpu1 = lines[0]["gpu_power_w"]["1"];
+  EXPECT_NEAR(gpu0, 100.0, 2.0) << "the fake's 100 W";
+  EXPECT_NEAR(gpu1, 110.0, 2.0);
+  EXPECT_LT(std::abs(lines[0]["age_s"].get<double>()), 5.0) << "upstream's clock offset";
+  EXPECT_NEAR(lines[1]["gpu_power_w"]["1"].get<double>(), 200.0, 2.0);
 }
 
 // --gpu-command-overrides: the file's commands replace NVML's setter, for users' changes and for

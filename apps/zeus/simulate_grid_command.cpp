@@ -14,8 +14,6 @@
 #include "zeus/common/units.h"
 #include "zeus/grid/signal_trace.h"
 #include "zeus/sim/grid_replay.h"
-#include "zeus/trace/power_trace.h"
-#include "zeus/trace/train_trace.h"
 
 namespace zeus::cli {
 namespace {

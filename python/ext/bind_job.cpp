@@ -165,6 +165,8 @@ void bind_job(py::module_& m) {
             return p.observe(steps, own_s);
           },
           py::arg("steps"), py::arg("own_s"), "A pace check: why the plan changed, or None.")
+      .def("set_eta", &job::GpuPlan::set_eta, py::arg("eta"),
+           "Zeus's knob for the next plan() (the grid's signal moves it).")
       .def_property_readonly("limits_mw", &job::GpuPlan::limits_mw)
       .def_property_readonly("pace", &job::GpuPlan::pace)
       // Per step under the model: the plan's and Zeus's one limit's (None: no shared limit).

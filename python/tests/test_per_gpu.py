@@ -83,6 +83,24 @@ def test_the_plan_follows_a_gpu_that_slows_down_mid_run(job_env: Path, tmp_path:
     assert follow["time_s"] <= stay["time_s"] * 1.0001
 
 
+def test_the_plan_follows_the_grid_on_every_rank(job_env: Path, tmp_path: Path) -> None:
+    """CarbonAwarePerGpuPowerLimitOptimizer: two ranks with a straggler plan per GPU at a clean
+    hour; the grid gets dirty and both make the plan again at the dirty knob, from the same
+    profile, and set the same plan's limits."""
+    trace = tmp_path / "ci.csv"
+    rows = ["datetime,carbonIntensity"] + [
+        f"2024-04-15T{h:02d}:00:00Z,{100 if h < 2 else 3000}" for h in range(12)]
+    trace.write_text("\n".join(rows) + "\n")
+    out = run_world("carbon_per_gpu", tmp_path, "--trace", str(trace), "--after", "400")
+    signals = [c["signal"] for c in out["choices"]]
+    assert signals == [100, 3000], out["choices"]
+    clean = out["choices"][0]["power_limits_mw"]
+    dirty = out["choices"][1]["power_limits_mw"]
+    assert all(d <= c for d, c in zip(dirty, clean)) and dirty != clean  # energy weighs more
+    assert out["limits_mw"] == dirty
+    assert out["own_limits_mw"] == dirty  # every rank set its own GPU's limit of the one plan
+
+
 def test_on_one_process_it_is_the_global_optimizer(job_env: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from zeus_cpp.monitor import ZeusMonitor

@@ -87,8 +87,9 @@ class SignalPoller:
         self._stop.set()
 
 
-def make_class(base: type) -> type:
-    """The optimizer over `base` (``GlobalPowerLimitOptimizer``), made where both are known."""
+def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type:
+    """The optimizer over `base` (``GlobalPowerLimitOptimizer``, or
+    ``PerGpuPowerLimitOptimizer`` for one limit per GPU), made where both are known."""
 
     class CarbonAwarePowerLimitOptimizer(base):  # type: ignore[misc, valid-type]
         """Power limits that follow the grid's carbon intensity or electricity price.
@@ -101,6 +102,10 @@ def make_class(base: type) -> type:
         ``clock`` (seconds, for the interval). Under torch.distributed every rank constructs
         it; rank 0's reading is shared every ``check_steps`` steps so that all ranks set the
         same limit. ``choices`` lists every choice made after profiling.
+
+        Over ``PerGpuPowerLimitOptimizer`` (``CarbonAwarePerGpuPowerLimitOptimizer``) a choice
+        makes the per-GPU plan again at the signal's knob, from the same profile
+        (``optimal_power_limits``; each choice's ``power_limits_mw``), as the C++ loader does.
         """
 
         check_steps = 100
@@ -188,6 +193,21 @@ def make_class(base: type) -> type:
                 return None
             return value, (forecast if forecast_known > 0 else None)
 
+        def _shared_clock(self) -> float:
+            """Rank 0's clock on every rank, so that all choose again at the same check."""
+            now = self._clock()
+            if self._world == 1:
+                return now
+            from zeus_cpp.optimizer.power_limit import _rank
+
+            return _all_reduce([now if _rank() == 0 else 0.0], "sum")[0]
+
+        def _replan(self, signal: float) -> int:
+            """The per-GPU plan made again at the signal's knob; this rank's limit (mW)."""
+            self._plan.set_eta(_core.grid_eta(self.eta_knob, signal, self.signal_max))
+            self.optimal_power_limits = list(self._plan.plan())
+            return self.optimal_power_limits[self._rank]
+
         def on_step_begin(self) -> None:
             """A training step begins; once profiled, the rule looks at the signal."""
             super().on_step_begin()
@@ -203,14 +223,18 @@ def make_class(base: type) -> type:
             value, forecast = shared
             if self._follower is None:
                 self._follower = self._make_follower()
-            now = self._clock()
+            now = self._shared_clock()
             choice = self._follower.observe(value, now, forecast)
             if choice is None:
                 return
             limit = choice["power_limit_mw"]
-            self.choices.append({"signal": choice["signal"], "now": value, "forecast": forecast,
-                                 "power_limit_mw": limit, "time": now,
-                                 "reason": choice["reason"]})
+            entry = {"signal": choice["signal"], "now": value, "forecast": forecast,
+                     "power_limit_mw": limit, "time": now, "reason": choice["reason"]}
+            if getattr(self, "_plan", None) is not None and \
+                    getattr(self, "optimal_power_limits", None) is not None:
+                limit = self._replan(choice["signal"])
+                entry["power_limits_mw"] = list(self.optimal_power_limits)
+            self.choices.append(entry)
             if limit != self.current_power_limit:
                 logger.info("%s %s (reference %g): power limit %d W (Zeus's choice %d W)",
                             self.signal_kind, choice["reason"], self.signal_max, limit // 1000,
@@ -222,4 +246,6 @@ def make_class(base: type) -> type:
                 self._poller.close()
             super().close()
 
+    CarbonAwarePowerLimitOptimizer.__name__ = name
+    CarbonAwarePowerLimitOptimizer.__qualname__ = name
     return CarbonAwarePowerLimitOptimizer

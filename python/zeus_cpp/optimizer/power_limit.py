@@ -49,6 +49,7 @@ __all__ = [
     "CarbonAwarePowerLimitOptimizer",
     "Done",
     "PerGpuPowerLimitOptimizer",
+    "CarbonAwarePerGpuPowerLimitOptimizer",
     "Energy",
     "GlobalPowerLimitOptimizer",
     "HFGlobalPowerLimitOptimizer",
@@ -504,3 +505,5 @@ def _close_keeper(keeper: _core.LimitKeeper) -> None:
 from zeus_cpp.optimizer._carbon_aware import make_class as _make_carbon_aware  # noqa: E402
 
 CarbonAwarePowerLimitOptimizer = _make_carbon_aware(GlobalPowerLimitOptimizer)
+CarbonAwarePerGpuPowerLimitOptimizer = _make_carbon_aware(PerGpuPowerLimitOptimizer,
+                                                          "CarbonAwarePerGpuPowerLimitOptimizer")
