@@ -213,14 +213,21 @@ TEST(GridRule, KnobEdgesAndBadInputs) {
   EXPECT_THROW(optimize::grid_eta(0.5, 100, 0), ConfigError);
 }
 
-TEST(GridFollower, ChoosesAgainAfterTheIntervalOrABigMove) {
-  // 300 W: 10 it/s at 300 W; 200 W: 8 it/s at 160 W. Zeus (eta 0.5, MAXPOWER 300) keeps 200 W.
-  const std::vector<optimize::LimitMeasurement> m{{300'000, 10, 300}, {200'000, 8, 160}};
+// 300 W: 10 it/s at 300 W; 200 W: 8 it/s at 160 W. Zeus (eta 0.5, MAXPOWER 300) keeps 200 W.
+const std::vector<optimize::LimitMeasurement> kTwoLimits{{300'000, 10, 300}, {200'000, 8, 160}};
+
+optimize::GridFollowerOptions two_limit_options() {
   optimize::GridFollowerOptions o;
   o.eta = 0.5;
   o.max_power_w = 300;
   o.signal_max = 750;
   o.interval = 1800s;
+  return o;
+}
+
+TEST(GridFollower, ChoosesAgainAfterTheIntervalOrABigMove) {
+  const auto& m = kTwoLimits;
+  const auto o = two_limit_options();
   optimize::GridFollower f(m, o);
   EXPECT_EQ(f.zeus_limit_mw(), 200'000);
   // At 100 g/kWh energy weighs little: 300 W. (cost 300 W: (0.5*300*100/750 + 150)/10 = 17;
@@ -243,12 +250,7 @@ TEST(GridFollower, ChoosesAgainAfterTheIntervalOrABigMove) {
 }
 
 TEST(GridFollower, ChoosesForTheIntervalAheadWhenTheProviderForecastsIt) {
-  const std::vector<optimize::LimitMeasurement> m{{300'000, 10, 300}, {200'000, 8, 160}};
-  optimize::GridFollowerOptions o;
-  o.eta = 0.5;
-  o.max_power_w = 300;
-  o.signal_max = 750;
-  optimize::GridFollower f(m, o);
+  optimize::GridFollower f(kTwoLimits, two_limit_options());
   // Dirty now (700) but clean for the interval ahead (100): the rule chooses for the interval.
   auto c = f.observe(700, 0s, 100.0);
   ASSERT_TRUE(c);

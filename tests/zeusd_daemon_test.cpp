@@ -403,27 +403,42 @@ TEST(Zeusd, APowerStreamSendsTheCurrentValueThenChanges) {
   EXPECT_THAT(stream.read_until("\"power_mw\":124000"), HasSubstr("\"gpu_id\":1"));
 }
 
+// Upstream Zeus 0.16's python (PyPI's zeus==0.16.0, scripts/install-zeus016.sh).
+const fs::path kZeus016Python = fs::path(ZEUS_SOURCE_DIR) / ".venv-zeus016" / "bin" / "python";
+
+// tests/zeusd_upstream/`script` run by upstream's python as an unprivileged user on the socket.
+std::unique_ptr<Child> upstream_as_user(const ZeusdProcess& daemon, const std::string& script,
+                                        const std::vector<std::string>& args = {}) {
+  auto env = daemon.client_env();
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  std::vector<std::string> argv{ZEUS_AS_UID_PATH, std::to_string(kUserA), kZeus016Python.string(),
+                                std::string(ZEUS_SOURCE_DIR) + "/tests/zeusd_upstream/" + script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<Child>(argv, env);
+}
+
+#define SKIP_WITHOUT_ZEUS016()                                                  \
+  do {                                                                          \
+    if (!fs::exists(kZeus016Python)) {                                          \
+      GTEST_SKIP() << kZeus016Python                                            \
+                   << " is missing: run scripts/install-zeus016.sh (make test " \
+                      "does)";                                                  \
+    }                                                                           \
+  } while (false)
+
 // Upstream Zeus 0.16's own client (PyPI's zeus==0.16.0, scripts/install-zeus016.sh), unchanged,
 // as an unprivileged user: discovers, reads limits and constraints, sets a limit; the daemon puts
 // it back when the client is killed.
 TEST(Zeusd, UpstreamZeusClientWorksUnchanged) {
   ZEUSD_SKIP_UNLESS_ROOT();
-  const fs::path python = fs::path(ZEUS_SOURCE_DIR) / ".venv-zeus016" / "bin" / "python";
-  if (!fs::exists(python)) {
-    GTEST_SKIP() << python << " is missing: run scripts/install-zeus016.sh (make test does)";
-  }
+  SKIP_WITHOUT_ZEUS016();
   FakeNvml nvml = strict_nvml();
   SharedDir dir;
   ZeusdProcess daemon(dir);
-  auto env = daemon.client_env();
-  env["PYTHONDONTWRITEBYTECODE"] = "1";
-  Child client(
-      {ZEUS_AS_UID_PATH, std::to_string(kUserA), python.string(),
-       std::string(ZEUS_SOURCE_DIR) + "/tests/zeusd_upstream/upstream_client.py", "2", "175000"},
-      env);
-  ASSERT_TRUE(client.wait_for_output("ready", seconds(60))) << client.wait().out;
-  client.kill(SIGKILL);
-  const ProcessResult r = client.wait();
+  auto client = upstream_as_user(daemon, "upstream_client.py", {"2", "175000"});
+  ASSERT_TRUE(client->wait_for_output("ready", seconds(60))) << client->wait().out;
+  client->kill(SIGKILL);
+  const ProcessResult r = client->wait();
   const auto first_line = r.out.substr(0, r.out.find('\n'));
   const auto seen = nlohmann::json::parse(first_line);
   EXPECT_EQ(seen["zeus_version"], "0.16.0");
@@ -441,21 +456,14 @@ TEST(Zeusd, UpstreamZeusClientWorksUnchanged) {
 // /time), unchanged, as an unprivileged user on the socket: both GPUs' power, and a change.
 TEST(Zeusd, UpstreamPowerStreamingClientReadsTheStreams) {
   ZEUSD_SKIP_UNLESS_ROOT();
-  const fs::path python = fs::path(ZEUS_SOURCE_DIR) / ".venv-zeus016" / "bin" / "python";
-  if (!fs::exists(python)) {
-    GTEST_SKIP() << python << " is missing: run scripts/install-zeus016.sh (make test does)";
-  }
+  SKIP_WITHOUT_ZEUS016();
   FakeNvml nvml = strict_nvml();
   SharedDir dir;
   ZeusdProcess daemon(dir);
-  auto env = daemon.client_env();
-  env["PYTHONDONTWRITEBYTECODE"] = "1";
-  Child client({ZEUS_AS_UID_PATH, std::to_string(kUserA), python.string(),
-                std::string(ZEUS_SOURCE_DIR) + "/tests/zeusd_upstream/upstream_power_streaming.py"},
-               env);
-  ASSERT_TRUE(client.wait_for_output("ready", seconds(60))) << client.wait().out;
+  auto client = upstream_as_user(daemon, "upstream_power_streaming.py");
+  ASSERT_TRUE(client->wait_for_output("ready", seconds(60))) << client->wait().out;
   nvml.set_gpu_value(1, "power_mw", 200'000);
-  const ProcessResult r = client.wait();
+  const ProcessResult r = client->wait();
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<nlohmann::json> lines;
   std::istringstream out(r.out);
