@@ -66,6 +66,18 @@ TEST(SignalTrace, CsvRowsInAnyOrderAndTheRowOfNow) {
   EXPECT_EQ(t.mean_over(utc(2024, 4, 15, 2, 30), 1h), std::nullopt);   // past its end at 03:00
   EXPECT_EQ(t.mean_over(utc(2024, 4, 14, 23, 30), 1h), std::nullopt);  // before it begins
   EXPECT_EQ(t.mean_over(utc(2024, 4, 15, 1), 0h), std::nullopt);
+  // Rows of one value average to it exactly, wherever the horizon starts (the rule compares it
+  // with the reference: 750 must stay 750, not 749.99...).
+  const auto flat = grid::SignalTrace::parse(
+      "datetime,carbonIntensity\n2024-04-15T00:00:00Z,100\n2024-04-15T01:00:00Z,100\n"
+      "2024-04-15T02:00:00Z,100\n",
+      "flat.csv", SignalKind::kCarbonIntensity);
+  for (int64_t s = 0; s < 3600; s += 7) {
+    const auto from = utc(2024, 4, 15, 0) + std::chrono::seconds(s) +
+                      std::chrono::nanoseconds(s * 7'919'113 % 1'000'000'000);
+    EXPECT_EQ(*flat.mean_over(from, 1h), 100.0) << s;
+    EXPECT_EQ(*flat.mean_over(from, 1800s), 100.0) << s;
+  }
   EXPECT_EQ(t.step(), 1h);
   EXPECT_EQ(t.span(), 3h);
   EXPECT_DOUBLE_EQ(t.mean(), 200);

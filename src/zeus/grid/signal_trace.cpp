@@ -273,17 +273,19 @@ std::optional<double> SignalTrace::mean_over(Clock::time_point from,
       to > points_.back().at + step()) {
     return std::nullopt;
   }
-  double weighted = 0;
+  // Offsets from the first row's value, so that rows of one value average to it exactly.
   auto it = std::upper_bound(points_.begin(), points_.end(), from,
                              [](Clock::time_point v, const SignalPoint& p) { return v < p.at; });
-  Clock::time_point t = from;
-  for (--it; t < to; ++it) {
+  --it;
+  const double base = it->value;
+  double weighted = 0;
+  for (Clock::time_point t = from; t < to; ++it) {
     const Clock::time_point end =
         std::next(it) == points_.end() ? to : std::min(to, std::next(it)->at);
-    weighted += it->value * std::chrono::duration<double>(end - t).count();
+    weighted += (it->value - base) * std::chrono::duration<double>(end - t).count();
     t = end;
   }
-  return weighted / std::chrono::duration<double>(horizon).count();
+  return base + weighted / std::chrono::duration<double>(horizon).count();
 }
 
 Clock::duration SignalTrace::step() const {

@@ -34,13 +34,15 @@ class Timeline {
   double value(double t) const { return values_[row(t)]; }
   // The mean over [t, t + horizon), the trace repeating.
   double mean(double t, double horizon) const {
+    // Offsets from the value at t, so that rows of one value average to it exactly.
+    const double base = value(t);
     double weighted = 0;
     for (double at = t; at < t + horizon;) {
       const double end = std::min(next_boundary(at), t + horizon);
-      weighted += value(at) * (end - at);
+      weighted += (value(at) - base) * (end - at);
       at = end;
     }
-    return weighted / horizon;
+    return base + weighted / horizon;
   }
   // The time the row after t's begins.
   double next_boundary(double t) const {
