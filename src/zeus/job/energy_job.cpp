@@ -1,10 +1,9 @@
+// EnergyJob: its construction, the epoch protocol and the ledger; the sync points and what they
+// carry out on the GPUs are in energy_job_sync.cpp.
 #include "zeus/job/energy_job.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
-#include <functional>
 #include <vector>
 
 #include "zeus/common/errors.h"
@@ -12,557 +11,337 @@
 #include "zeus/common/power.h"
 #include "zeus/common/sync_wait.h"
 #include "zeus/common/units.h"
-#include "zeus/job/batch_size_trial.h"
-#include "zeus/job/grid_limits.h"
-#include "zeus/job/job_core.h"
-#include "zeus/job/job_metrics.h"
-#include "zeus/job/messages.h"
-#include "zeus/job/node_gpus.h"
-#include "zeus/job/node_limits.h"
-#include "zeus/job/node_meter.h"
-#include "zeus/job/planned_limits.h"
+#include "zeus/job/energy_job_impl.h"
 #include "zeus/job/profile_exchange.h"
-#include "zeus/job/progress_bar.h"
-#include "zeus/job/rank_clock.h"
 #include "zeus/optimize/early_stop.h"
-#include "zeus/optimize/power_limit_profiler.h"
 
 namespace zeus::job {
 
-namespace ps = optimize::profiler_state;
 namespace pa = optimize::profiler_action;
 using contract::StopReason;
 using contract::TrainResult;
 
-namespace {
-
-int64_t unix_ns(const ClockReading& t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.wall.time_since_epoch()).count();
+EnergyJob::Impl::Impl(ResolvedJobOptions options, Collectives& collectives, RankDevice device,
+                      std::unique_ptr<RankClock> clock)
+    : o_(std::move(options)),
+      coll_(collectives),
+      ranks_(collectives.ranks()),
+      device_(std::move(device)) {
+  gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
+  clock_ = clock ? std::move(clock) : make_rank_clock(*gpus_);
+  agree(coll_, "taking the node's power limits",
+        [&] { limits_ = std::make_unique<NodeLimits>(o_, *gpus_); });
+  // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
+  // decides for every rank.
+  std::vector<double> range(LimitRangeMessage::kSize, 0.0);
+  if (ranks_.is_master()) {
+    range =
+        LimitRangeMessage{gpus_->range(), o_.measure_only ? gpus_->current_limit_mw() : 0}.encode();
+  }
+  coll_.broadcast(range, 0);
+  const LimitRangeMessage limits = LimitRangeMessage::decode(range);
+  range_ = limits.range;
+  current_limit_mw_ = o_.measure_only ? limits.current_limit_mw : range_.max_mw;
+  if (o_.service) {
+    device::GpuSet* set = gpus_->gpu_set();
+    take_service_trial(o_, coll_,
+                       {.max_power_w = mw_to_w(range_.max_mw) * ranks_.world_size,
+                        .count = ranks_.world_size,
+                        .model = set != nullptr ? set->name(gpus_->owned().front()) : o_.device},
+                       trial_);
+  }
+  // After the service's grant: the power logs are named by the batch size the job runs at.
+  agree(coll_, "making the log directory",
+        [&] { meter_ = std::make_unique<NodeMeter>(o_, *gpus_); });
+  core_.emplace(o_, ranks_, range_);
+  progress_on_ = o_.progress_bar && ranks_.is_master();
+  agree(coll_, "opening the Pushgateway", [&] {
+    if (ranks_.is_master() && !o_.pushgateway_url.empty()) {
+      metrics_ = std::make_unique<JobMetrics>(o_.pushgateway_url, o_.job_id);
+    }
+  });
+  agree(coll_, "opening the grid's signal", [&] { grid_ = GridLimits::make(o_, coll_); });
+  if (o_.measure_only) {
+    announce_profiling(o_, ranks_, nullptr, false, current_limit_mw_);
+    planned_ = PlannedLimits::make_estimate(o_, coll_, *gpus_, range_, current_limit_mw_);
+    return;
+  }
+  optimize::ProfilerOptions popts;
+  popts.warmup_iters = o_.warmup_iters;
+  popts.profile_iters = o_.profile_iters;
+  popts.step_mw = o_.power_limit_step_mw;
+  popts.selector = o_.selector;
+  popts.use_optimal_limit = !o_.observer_mode;
+  profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, core_->cost(), popts);
+  if (o_.per_gpu_limits && !o_.observer_mode && ranks_.world_size > 1) {
+    planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
+    // Each rank's own step time needs the waits at the gradient sync told apart.
+    sync_wait::arm(planned_ != nullptr);
+  }
+  if (auto saved = load_and_share_profile(o_, coll_)) {
+    const pa::SetLimit one = profiler_->load(*saved);
+    if (planned_ && planned_->load(*saved)) {
+      apply_limits(planned_->make_plan(0));
+    } else {
+      apply(one);
+    }
+    profile_loaded_ = true;
+    follow_grid();
+  }
+  announce_profiling(o_, ranks_, profiler_.get(), profile_loaded_, current_limit_mw_);
 }
 
-}  // namespace
-
-// The shell around the job's pure parts (Note [pure cores]): the profiler and JobCore decide,
-// this carries it out on the node's GPUs (NodeLimits, NodeMeter), the collectives and the
-// rank's clock.
-class EnergyJob::Impl {
- public:
-  Impl(ResolvedJobOptions options, Collectives& collectives, RankDevice device,
-       std::unique_ptr<RankClock> clock)
-      : o_(std::move(options)),
-        coll_(collectives),
-        ranks_(collectives.ranks()),
-        device_(std::move(device)) {
-    gpus_ = std::make_unique<NodeGpus>(o_, coll_, device_);
-    clock_ = clock ? std::move(clock) : make_rank_clock(*gpus_);
-    agree(coll_, "taking the node's power limits",
-          [&] { limits_ = std::make_unique<NodeLimits>(o_, *gpus_); });
-    // The master's view of the limit range (and, measuring only, of the limit the GPUs run at)
-    // decides for every rank.
-    std::vector<double> range(LimitRangeMessage::kSize, 0.0);
-    if (ranks_.is_master()) {
-      range = LimitRangeMessage{gpus_->range(), o_.measure_only ? gpus_->current_limit_mw() : 0}
-                  .encode();
-    }
-    coll_.broadcast(range, 0);
-    const LimitRangeMessage limits = LimitRangeMessage::decode(range);
-    range_ = limits.range;
-    current_limit_mw_ = o_.measure_only ? limits.current_limit_mw : range_.max_mw;
-    if (o_.service) {
-      device::GpuSet* set = gpus_->gpu_set();
-      take_service_trial(o_, coll_,
-                         {.max_power_w = mw_to_w(range_.max_mw) * ranks_.world_size,
-                          .count = ranks_.world_size,
-                          .model = set != nullptr ? set->name(gpus_->owned().front()) : o_.device},
-                         trial_);
-    }
-    // After the service's grant: the power logs are named by the batch size the job runs at.
-    agree(coll_, "making the log directory",
-          [&] { meter_ = std::make_unique<NodeMeter>(o_, *gpus_); });
-    core_.emplace(o_, ranks_, range_);
-    progress_on_ = o_.progress_bar && ranks_.is_master();
-    agree(coll_, "opening the Pushgateway", [&] {
-      if (ranks_.is_master() && !o_.pushgateway_url.empty()) {
-        metrics_ = std::make_unique<JobMetrics>(o_.pushgateway_url, o_.job_id);
-      }
-    });
-    agree(coll_, "opening the grid's signal", [&] { grid_ = GridLimits::make(o_, coll_); });
-    if (o_.measure_only) {
-      announce_profiling(o_, ranks_, nullptr, false, current_limit_mw_);
-      planned_ = PlannedLimits::make_estimate(o_, coll_, *gpus_, range_, current_limit_mw_);
-      return;
-    }
-    optimize::ProfilerOptions popts;
-    popts.warmup_iters = o_.warmup_iters;
-    popts.profile_iters = o_.profile_iters;
-    popts.step_mw = o_.power_limit_step_mw;
-    popts.selector = o_.selector;
-    popts.use_optimal_limit = !o_.observer_mode;
-    profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, core_->cost(), popts);
-    if (o_.per_gpu_limits && !o_.observer_mode && ranks_.world_size > 1) {
-      planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
-      // Each rank's own step time needs the waits at the gradient sync told apart.
-      sync_wait::arm(planned_ != nullptr);
-    }
-    if (auto saved = load_and_share_profile(o_, coll_)) {
-      const pa::SetLimit one = profiler_->load(*saved);
-      if (planned_ && planned_->load(*saved)) {
-        apply_limits(planned_->make_plan(0));
-      } else {
-        apply(one);
-      }
-      profile_loaded_ = true;
-      follow_grid();
-    }
-    announce_profiling(o_, ranks_, profiler_.get(), profile_loaded_, current_limit_mw_);
-  }
-
-  // --- carrying out what the profiler decided (on every rank at the same step) ---
-  void apply(const optimize::MaybeAction& action) {
-    if (action) {
-      std::visit([&](const auto& a) { apply(a); }, *action);
-    }
-  }
-
-  void apply(const pa::SetLimit& set) {
-    // No rank steps on before its node's local master has applied the limit, and the master
-    // applies it only after every rank's steps so far were accounted at the old one (a
-    // simulated GPU's settle). Every rank's profiler sets limits at the same steps, so the
-    // barriers match.
-    current_limit_mw_ = set.limit_mw;
-    sync_point([&](const ClockReading&) { limits_->set_power_limit_mw(set.limit_mw); });
-  }
-
-  // Per-GPU limits (by rank) at a sync point, as apply(SetLimit) does for one limit; the drift
-  // checks' span starts there.
-  void apply_limits(const std::vector<int64_t>& limits_mw) {
-    current_limit_mw_ = *std::max_element(limits_mw.begin(), limits_mw.end());
-    sync_point([&](const ClockReading&) { limits_->set_power_limits_mw(limits_mw); });
-    planned_->start_span(own_at_align_);
-  }
-
-  void apply(const pa::BeginWindow&) {
-    sync_point([&](const ClockReading& t) {
-      window_begin_ = t;
-      window_own_begin_ = own_at_align_;
-      meter_->begin_window("profile");
-    });
-  }
-
-  void apply(const pa::EndWindow&) {
-    const bool train_window = !profiler_->done();  // not the eval one at the optimum
-    const ClockReading end = align();
-    std::vector<double> v = WindowMessage::contribution(
-        ranks_, WindowMessage::gather(to_seconds(end.monotonic - window_begin_.monotonic),
-                                      to_seconds(own_at_align_ - window_own_begin_),
-                                      meter_->end_window_per_gpu("profile"), gpus_->owned_ranks()));
-    coll_.all_reduce_sum(v);  // also keeps every rank out of its next step until all have read
-    const WindowMessage window = WindowMessage::decode(v, ranks_.world_size);
-    if (train_window) {
-      core_->add_window({epoch_, current_limit_mw_, unix_ns(window_begin_), unix_ns(end)});
-    }
-    if (ranks_.is_master()) {
-      logger().debug("window at {} W: {:.3f} s, {:.1f} J", mw_to_w(current_limit_mw_),
-                     window.max_elapsed_s, window.energy_j);
-    }
-    if (planned_ && train_window) {
-      planned_->add_window(current_limit_mw_, profiler_->profile_iters(), window);
-    }
-    const optimize::MaybeAction next = profiler_->on_window_measured(
-        {std::chrono::duration<double>(window.max_elapsed_s), window.energy_j});
-    if (train_window && profiler_->done()) {
-      follow_grid();
-    }
-    if (planned_ && train_window && profiler_->done()) {
-      apply_limits(planned_->make_plan(epoch_));  // instead of Zeus's one limit
-      return;
-    }
-    apply(next);
-  }
-
-  // Every rank cancels at the same step (the profiler's schedule is the same everywhere): no
-  // collective is needed, and neither the window's energy nor its record is kept.
-  void apply(const pa::CancelWindow&) { meter_->end_window("profile"); }
-
-  // --- the epoch protocol ---
-  std::optional<int> next_epoch() {
-    if (result_) {
-      return std::nullopt;
-    }
-    close_open_phases();
-    if (epoch_ >= 0) {
-      if (grid_) {
-        read_grid();
-      }
-      aggregate_epoch();
-    }
-    // The master decides; everyone obeys the broadcast.
-    using Code = DecisionMessage::Code;
-    std::vector<double> d(DecisionMessage::kSize, 0.0);
-    if (ranks_.is_master()) {
-      DecisionMessage decision =
-          core_->decide(epoch_, metric_, o_.higher_is_better, profile_view(), current_limit_mw_);
-      if (trial_ && epoch_ >= 0 && metric_) {
-        consult_service(*trial_, *core_, epoch_ + 1, *metric_, decision);
-      }
-      d = decision.encode();
-      push_state(&decision);
-    }
-    coll_.broadcast(d, 0);
-    const DecisionMessage decision = DecisionMessage::decode(d);
-    if (decision.metric) {
-      core_->set_last_metric(*decision.metric);
-    }
-    if (decision.code == Code::kContinue) {
-      ++epoch_;
-      metric_.reset();
-      return epoch_;
-    }
-    finish(decision.code == Code::kTargetReached ? StopReason::kTargetReached
-           : decision.code == Code::kMaxEpochs   ? StopReason::kMaxEpochs
-                                                 : StopReason::kCostThreshold);
-    if (decision.code == Code::kCostThreshold) {
-      throw optimize::CostThresholdExceeded(decision.forecast, core_->total_energy_j(),
-                                            core_->total_time_s(), decision.threshold);
-    }
+std::optional<int> EnergyJob::Impl::next_epoch() {
+  if (result_) {
     return std::nullopt;
   }
-
-  void begin_train_epoch(int64_t iterations) {
-    close_open_phases();
-    if (epoch_ < 0) {
-      throw ConfigError(
-          "a train epoch began outside epochs(): iterate the train loader inside `for (int "
-          "epoch : train_loader.epochs())`");
-    }
-    open_loop(train_, Phase::kTrain, iterations);
-    if (planned_) {
-      planned_->start_span(own_at_align_);  // the eval steps between are not at the plan's pace
-    }
-    if (profiler_) {
-      apply(profiler_->on_epoch_begin(iterations));
-    }
-  }
-
-  void train_step_begin() {
-    if (profiler_) {
-      apply(profiler_->on_step_begin());
-    }
-  }
-
-  void train_step_end() {
-    ++steps_unsettled_;
-    ++train_.done;
-    if (profiling_done()) {
-      core_->count_step_after_profiling();
-    }
-    if (profiler_) {
-      apply(profiler_->on_step_end());
-    }
-    if (planned_ && planned_->step()) {
-      check_pace();
-    }
-    if (grid_ && profiling_done() && grid_->step(planned_ ? 0 : current_limit_mw_)) {
+  close_open_phases();
+  if (epoch_ >= 0) {
+    if (grid_) {
       read_grid();
     }
-    if (progress_on_) {
-      draw_progress("train", train_);
-    }
+    aggregate_epoch();
   }
-
-  void end_train_epoch() {
-    if (phase_ != Phase::kTrain) {
-      return;
+  // The master decides; everyone obeys the broadcast.
+  using Code = DecisionMessage::Code;
+  std::vector<double> d(DecisionMessage::kSize, 0.0);
+  if (ranks_.is_master()) {
+    DecisionMessage decision =
+        core_->decide(epoch_, metric_, o_.higher_is_better, profile_view(), current_limit_mw_);
+    if (trial_ && epoch_ >= 0 && metric_) {
+      consult_service(*trial_, *core_, epoch_ + 1, *metric_, decision);
     }
-    if (profiler_) {
-      apply(profiler_->on_epoch_end());
-    }
-    close_loop(train_);
+    d = decision.encode();
+    push_state(&decision);
   }
-
-  // Every kDriftCheckSteps train steps at the plan: the ranks' own step times, and the limits
-  // following a GPU whose pace changed (planned_limits.h).
-  void check_pace() {
-    sync_point([](const ClockReading&) {});
-    if (auto limits = planned_->check(own_at_align_, epoch_)) {
-      apply_limits(*limits);
-    }
+  coll_.broadcast(d, 0);
+  const DecisionMessage decision = DecisionMessage::decode(d);
+  if (decision.metric) {
+    core_->set_last_metric(*decision.metric);
   }
-
-  // After profiling (not in observer mode), the limit follows the grid's signal on the profile.
-  void follow_grid() {
-    if (grid_ && !o_.observer_mode && !grid_->following()) {
-      grid_->follow(profiler_->measurements(), o_.eta, core_->cost().max_power_w());
-    }
+  if (decision.code == Code::kContinue) {
+    ++epoch_;
+    metric_.reset();
+    return epoch_;
   }
-
-  // Every kGridCheckSteps train steps and at each epoch's end: rank 0's reading of the signal,
-  // and the limits the rule chose again (job/grid_limits.h).
-  void read_grid() {
-    std::chrono::nanoseconds now{0};
-    sync_point([&](const ClockReading& t) { now = t.monotonic; });
-    const auto change = grid_->read(now, epoch_);
-    if (!change) {
-      return;
-    }
-    if (planned_ && planned_->planned()) {
-      if (auto limits = planned_->follow_knob(change->eta, epoch_)) {
-        apply_limits(*limits);
-      }
-    } else if (change->changed) {
-      apply(pa::SetLimit{change->limit_mw});
-    }
+  finish(decision.code == Code::kTargetReached ? StopReason::kTargetReached
+         : decision.code == Code::kMaxEpochs   ? StopReason::kMaxEpochs
+                                               : StopReason::kCostThreshold);
+  if (decision.code == Code::kCostThreshold) {
+    throw optimize::CostThresholdExceeded(decision.forecast, core_->total_energy_j(),
+                                          core_->total_time_s(), decision.threshold);
   }
+  return std::nullopt;
+}
 
-  void begin_eval_epoch(int64_t iterations) {
-    close_open_phases();
-    if (epoch_ < 0) {
-      return;  // evaluating before training: not part of the job
-    }
-    open_loop(eval_, Phase::kEval, iterations);
-    if (profiler_) {
-      apply(profiler_->on_eval_begin());
-    }
+void EnergyJob::Impl::begin_train_epoch(int64_t iterations) {
+  close_open_phases();
+  if (epoch_ < 0) {
+    throw ConfigError(
+        "a train epoch began outside epochs(): iterate the train loader inside `for (int "
+        "epoch : train_loader.epochs())`");
   }
-
-  void eval_step_end() {
-    if (phase_ != Phase::kEval) {
-      return;
-    }
-    ++steps_unsettled_;
-    ++eval_.done;
-    if (progress_on_) {
-      draw_progress("eval ", eval_);
-    }
+  open_loop(train_, Phase::kTrain, iterations);
+  if (planned_) {
+    planned_->start_span(own_at_align_);  // the eval steps between are not at the plan's pace
   }
-
-  void end_eval_epoch() {
-    if (phase_ != Phase::kEval) {
-      return;
-    }
-    if (profiler_) {
-      apply(profiler_->on_eval_end(eval_.done));
-    }
-    close_loop(eval_);
-    save_profile(/*need_eval=*/true);
+  if (profiler_) {
+    apply(profiler_->on_epoch_begin(iterations));
   }
+}
 
-  void report_metric(double metric) { metric_ = metric; }
-  void set_higher_is_better(bool higher_is_better) { o_.higher_is_better = higher_is_better; }
-
-  const ResolvedJobOptions& options() const { return o_; }
-  RankInfo ranks() const { return ranks_; }
-  // Measuring only there is nothing to profile.
-  bool profiling_done() const { return !profiler_ || profiler_->done(); }
-  std::optional<int64_t> optimal_power_limit_mw() const {
-    return profiler_ ? profiler_->optimal_limit_mw() : std::nullopt;
+void EnergyJob::Impl::train_step_begin() {
+  if (profiler_) {
+    apply(profiler_->on_step_begin());
   }
-  int64_t current_power_limit_mw() const { return current_limit_mw_; }
-  const std::optional<TrainResult>& result() const { return result_; }
+}
 
- private:
-  enum class Phase { kBetween, kTrain, kEval };
-
-  // The train or the eval loops of the current epoch: the loop in progress (steps done of
-  // total), and over the epoch's loops this rank's time and, on the local master, the node's
-  // energy.
-  struct LoopTally {
-    const char* window;  // the EnergyMonitor window
-    int64_t total = 0;
-    int64_t done = 0;
-    ClockReading t0;
-    double elapsed_s = 0;
-    double energy_j = 0;
-    int64_t iterations = 0;
-  };
-
-  void open_loop(LoopTally& loop, Phase phase, int64_t iterations) {
-    if (!meter_->epoch_log_running()) {
-      meter_->start_epoch_log(epoch_);
-    }
-    phase_ = phase;  // the device is busy from here: the sync point's settle says so
-    sync_point([&](const ClockReading& t) {
-      loop.t0 = t;
-      meter_->begin_window(loop.window);
-    });
-    loop.total = iterations;
-    loop.done = 0;
+void EnergyJob::Impl::train_step_end() {
+  ++steps_unsettled_;
+  ++train_.done;
+  if (profiling_done()) {
+    core_->count_step_after_profiling();
   }
-
-  void close_loop(LoopTally& loop) {
-    phase_ = Phase::kBetween;
-    sync_point([&](const ClockReading& t) {
-      loop.elapsed_s += to_seconds(t.monotonic - loop.t0.monotonic);
-      loop.energy_j += meter_->end_window(loop.window);
-    });
-    loop.iterations += loop.done;
+  if (profiler_) {
+    apply(profiler_->on_step_end());
   }
-
-  // Waits for the rank's device and hands the steps since the last sync point to its clock.
-  void settle_device() {
-    if (device_.synchronize) {
-      device_.synchronize();
-    }
-    clock_->settle(steps_unsettled_, phase_ != Phase::kBetween);
-    steps_unsettled_ = 0;
+  if (planned_ && planned_->step()) {
+    check_pace();
   }
-
-  // Every rank finished its preceding work (its device's queued kernels included) before `read`
-  // runs, on the clock's reading taken after the first barrier, and none starts new work before
-  // every rank's `read` ran (so a window's energy holds exactly its steps).
-  void sync_point(const std::function<void(const ClockReading&)>& read) {
-    read(align());
-    barrier(coll_);
+  if (grid_ && profiling_done() && grid_->step(planned_ ? 0 : current_limit_mw_)) {
+    read_grid();
   }
-
-  // The first half of a sync point: every rank's preceding work is done and settled; the clock's
-  // reading at that moment. Its barrier carries the simulated clocks: every simulated GPU idles
-  // until the slowest one's time, as the gradient sync would have made it (Note [the rank
-  // clock]).
-  ClockReading align() {
-    settle_device();
-    own_at_align_ = clock_->own_time();
-    return join_clocks(*clock_, coll_);
+  if (progress_on_) {
+    draw_progress("train", train_);
   }
+}
 
-  ProfileView profile_view() const {
-    ProfileView v;
-    v.profiling = profiler_ != nullptr;
-    v.loaded = profile_loaded_;
-    if (profiler_ && profiler_->done()) {
-      v.profile = profiler_->profile(o_.global_batch_size);
-    }
-    return v;
+void EnergyJob::Impl::end_train_epoch() {
+  if (phase_ != Phase::kTrain) {
+    return;
   }
-
-  // Once profiling is done: when `need_eval`, only after the eval epoch at the optimum was
-  // measured too; otherwise (the job ends) with what it has. The master writes the file.
-  void save_profile(bool need_eval) {
-    if (!profiler_ || profile_loaded_ || profile_saved_ || !profiler_->done()) {
-      return;
-    }
-    optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
-    if (need_eval && !p.eval_throughput_ips) {
-      return;  // the eval epoch at the optimum is measured next
-    }
-    if (planned_) {
-      planned_->fill(p);
-    }
-    profile_saved_ = true;
-    save_job_profile(o_, ranks_, std::move(p));
+  if (profiler_) {
+    apply(profiler_->on_epoch_end());
   }
+  close_loop(train_);
+}
 
-  void close_open_phases() {
-    end_train_epoch();
-    end_eval_epoch();
+void EnergyJob::Impl::begin_eval_epoch(int64_t iterations) {
+  close_open_phases();
+  if (epoch_ < 0) {
+    return;  // evaluating before training: not part of the job
   }
-
-  void aggregate_epoch() {
-    // Measuring only, the limit the master's GPUs ran at goes with it (someone else may change
-    // it between epochs).
-    EpochMessage::Part part{train_.elapsed_s, eval_.elapsed_s, train_.energy_j, eval_.energy_j,
-                            o_.measure_only && ranks_.is_master() ? gpus_->current_limit_mw() : 0};
-    std::vector<double> v = EpochMessage::contribution(ranks_, part);
-    coll_.all_reduce_sum(v);
-    const EpochMessage epoch = EpochMessage::decode(v, ranks_.world_size);
-    if (o_.measure_only) {
-      current_limit_mw_ = epoch.master_limit_mw;
-    }
-    const contract::EpochRecord& rec =
-        core_->add_epoch(epoch_, train_.iterations, eval_.iterations, epoch, current_limit_mw_);
-    const auto grid_amount =
-        grid_ ? grid_->close_epoch(rec.train_energy_j + rec.eval_energy_j) : std::nullopt;
-    train_ = {"train"};
-    eval_ = {"eval"};
-    meter_->stop_epoch_log();
-    if (ranks_.is_master()) {
-      logger().info(
-          "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J{}, limit {} W{}; job so far "
-          "{:.1f} J, {:.2f} s, cost {:.1f}",
-          rec.epoch + 1, rec.train_time_s, rec.eval_time_s, rec.train_energy_j + rec.eval_energy_j,
-          grid_amount ? fmt::format(" ({:.4g} {})", *grid_amount, grid_->unit()) : "",
-          mw_to_w(rec.power_limit_mw), metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
-          core_->total_energy_j(), core_->total_time_s(),
-          core_->cost().cost(core_->total_energy_j(), core_->total_time_s()));
-    }
+  open_loop(eval_, Phase::kEval, iterations);
+  if (profiler_) {
+    apply(profiler_->on_eval_begin());
   }
+}
 
-  void finish(StopReason reason) {
-    const std::string device =
-        ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
-    TrainResult r = core_->result(reason, profile_view(), device);
-    if (planned_) {
-      planned_->fill(r);
-      sync_wait::arm(false);
-    }
-    if (grid_) {
-      grid_->fill(r);
-    }
-    result_ = r;
-    meter_->stop_epoch_log();
-    save_profile(/*need_eval=*/false);
-    save_job_result(o_, ranks_, r);
-    if (trial_) {
-      trial_->end();  // the service did not end it: the job stopped itself
-    }
-    limits_->restore();
-    push_state(nullptr);
-    metrics_.reset();  // flushes the last state (at most 2 s)
+void EnergyJob::Impl::eval_step_end() {
+  if (phase_ != Phase::kEval) {
+    return;
   }
-
-  // The master's push of the job's state (no-op without a Pushgateway). `decision`: the one just
-  // made (its forecast); null: the job has ended.
-  void push_state(const DecisionMessage* decision) {
-    if (!metrics_) {
-      return;
-    }
-    const auto next = decision != nullptr && decision->forecast.predicted_cost > 0
-                          ? std::optional(decision->forecast.predicted_cost)
-                          : std::nullopt;
-    const JobState s = job_state(*core_, profiler_.get(), epoch_ + 1, current_limit_mw_,
-                                 range_.max_mw, next, o_.cost_threshold, decision == nullptr);
-    metrics_->push(s);
+  ++steps_unsettled_;
+  ++eval_.done;
+  if (progress_on_) {
+    draw_progress("eval ", eval_);
   }
+}
 
-  void draw_progress(std::string_view split, const LoopTally& loop) {
-    progress_.step(
-        epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
-        [&] { return meter_->power_w(); },
-        [&] { return phase_text(profiler_.get(), current_limit_mw_, o_.observer_mode); });
+void EnergyJob::Impl::end_eval_epoch() {
+  if (phase_ != Phase::kEval) {
+    return;
   }
+  if (profiler_) {
+    apply(profiler_->on_eval_end(eval_.done));
+  }
+  close_loop(eval_);
+  save_profile(/*need_eval=*/true);
+}
 
-  ResolvedJobOptions o_;
-  Collectives& coll_;
-  RankInfo ranks_;
-  RankDevice device_;
-  std::unique_ptr<NodeGpus> gpus_;            // which GPUs
-  std::unique_ptr<NodeLimits> limits_;        // their limits and journal
-  std::unique_ptr<NodeMeter> meter_;          // their energy windows and power logs
-  std::unique_ptr<RankClock> clock_;          // injected, or its simulated GPU's, or the machine's
-  int64_t steps_unsettled_ = 0;               // steps since the clock's last settle
-  std::chrono::nanoseconds own_at_align_{0};  // the rank's own time at the last sync point
-  std::chrono::nanoseconds window_own_begin_{0};  // ... at the open window's start
-  std::unique_ptr<GridLimits> grid_;        // the limit follows the grid's signal; null: no signal
-  std::unique_ptr<PlannedLimits> planned_;  // data-parallel per-GPU limits; null: one
-  PowerLimitRange range_;                   // the global master's GPUs'
-  std::optional<JobCore> core_;             // the ledger and the decisions
-  std::unique_ptr<JobMetrics> metrics_;     // the master's pushes, when there is a Pushgateway
-  std::unique_ptr<optimize::PowerLimitProfiler> profiler_;  // null measuring only
-  std::unique_ptr<BatchSizeTrial> trial_;  // the global master's, with a batch-size service
-  bool profile_loaded_ = false;
-  bool profile_saved_ = false;
-  int64_t current_limit_mw_ = 0;
+void EnergyJob::Impl::open_loop(LoopTally& loop, Phase phase, int64_t iterations) {
+  if (!meter_->epoch_log_running()) {
+    meter_->start_epoch_log(epoch_);
+  }
+  phase_ = phase;  // the device is busy from here: the sync point's settle says so
+  sync_point([&](const ClockReading& t) {
+    loop.t0 = t;
+    meter_->begin_window(loop.window);
+  });
+  loop.total = iterations;
+  loop.done = 0;
+}
 
-  int epoch_ = -1;
-  Phase phase_ = Phase::kBetween;
-  LoopTally train_{"train"};
-  LoopTally eval_{"eval"};
-  ClockReading window_begin_;
-  std::optional<double> metric_;
-  std::optional<TrainResult> result_;
-  bool progress_on_ = false;
-  ProgressBar progress_;
-};
+void EnergyJob::Impl::close_loop(LoopTally& loop) {
+  phase_ = Phase::kBetween;
+  sync_point([&](const ClockReading& t) {
+    loop.elapsed_s += to_seconds(t.monotonic - loop.t0.monotonic);
+    loop.energy_j += meter_->end_window(loop.window);
+  });
+  loop.iterations += loop.done;
+}
+
+ProfileView EnergyJob::Impl::profile_view() const {
+  ProfileView v;
+  v.profiling = profiler_ != nullptr;
+  v.loaded = profile_loaded_;
+  if (profiler_ && profiler_->done()) {
+    v.profile = profiler_->profile(o_.global_batch_size);
+  }
+  return v;
+}
+
+void EnergyJob::Impl::save_profile(bool need_eval) {
+  if (!profiler_ || profile_loaded_ || profile_saved_ || !profiler_->done()) {
+    return;
+  }
+  optimize::PowerProfile p = profiler_->profile(o_.global_batch_size);
+  if (need_eval && !p.eval_throughput_ips) {
+    return;  // the eval epoch at the optimum is measured next
+  }
+  if (planned_) {
+    planned_->fill(p);
+  }
+  profile_saved_ = true;
+  save_job_profile(o_, ranks_, std::move(p));
+}
+
+void EnergyJob::Impl::close_open_phases() {
+  end_train_epoch();
+  end_eval_epoch();
+}
+
+void EnergyJob::Impl::aggregate_epoch() {
+  // Measuring only, the limit the master's GPUs ran at goes with it (someone else may change
+  // it between epochs).
+  EpochMessage::Part part{train_.elapsed_s, eval_.elapsed_s, train_.energy_j, eval_.energy_j,
+                          o_.measure_only && ranks_.is_master() ? gpus_->current_limit_mw() : 0};
+  std::vector<double> v = EpochMessage::contribution(ranks_, part);
+  coll_.all_reduce_sum(v);
+  const EpochMessage epoch = EpochMessage::decode(v, ranks_.world_size);
+  if (o_.measure_only) {
+    current_limit_mw_ = epoch.master_limit_mw;
+  }
+  const contract::EpochRecord& rec =
+      core_->add_epoch(epoch_, train_.iterations, eval_.iterations, epoch, current_limit_mw_);
+  const auto grid_amount =
+      grid_ ? grid_->close_epoch(rec.train_energy_j + rec.eval_energy_j) : std::nullopt;
+  train_ = {"train"};
+  eval_ = {"eval"};
+  meter_->stop_epoch_log();
+  if (ranks_.is_master()) {
+    logger().info(
+        "epoch {}: train {:.2f} s, eval {:.2f} s, energy {:.1f} J{}, limit {} W{}; job so far "
+        "{:.1f} J, {:.2f} s, cost {:.1f}",
+        rec.epoch + 1, rec.train_time_s, rec.eval_time_s, rec.train_energy_j + rec.eval_energy_j,
+        grid_amount ? fmt::format(" ({:.4g} {})", *grid_amount, grid_->unit()) : "",
+        mw_to_w(rec.power_limit_mw), metric_ ? fmt::format(", metric {:.4f}", *metric_) : "",
+        core_->total_energy_j(), core_->total_time_s(),
+        core_->cost().cost(core_->total_energy_j(), core_->total_time_s()));
+  }
+}
+
+void EnergyJob::Impl::finish(StopReason reason) {
+  const std::string device =
+      ranks_.is_local_master() && !gpus_->locator().empty() ? gpus_->locator() : o_.device;
+  TrainResult r = core_->result(reason, profile_view(), device);
+  if (planned_) {
+    planned_->fill(r);
+    sync_wait::arm(false);
+  }
+  if (grid_) {
+    grid_->fill(r);
+  }
+  result_ = r;
+  meter_->stop_epoch_log();
+  save_profile(/*need_eval=*/false);
+  save_job_result(o_, ranks_, r);
+  if (trial_) {
+    trial_->end();  // the service did not end it: the job stopped itself
+  }
+  limits_->restore();
+  push_state(nullptr);
+  metrics_.reset();  // flushes the last state (at most 2 s)
+}
+
+void EnergyJob::Impl::push_state(const DecisionMessage* decision) {
+  if (!metrics_) {
+    return;
+  }
+  const auto next = decision != nullptr && decision->forecast.predicted_cost > 0
+                        ? std::optional(decision->forecast.predicted_cost)
+                        : std::nullopt;
+  const JobState s = job_state(*core_, profiler_.get(), epoch_ + 1, current_limit_mw_,
+                               range_.max_mw, next, o_.cost_threshold, decision == nullptr);
+  metrics_->push(s);
+}
+
+void EnergyJob::Impl::draw_progress(std::string_view split, const LoopTally& loop) {
+  progress_.step(
+      epoch_, o_.max_epochs, split, loop.done, loop.total, o_.global_batch_size,
+      [&] { return meter_->power_w(); },
+      [&] { return phase_text(profiler_.get(), current_limit_mw_, o_.observer_mode); });
+}
 
 EnergyJob::EnergyJob(ResolvedJobOptions options, Collectives& collectives, RankDevice device,
                      std::unique_ptr<RankClock> clock)
