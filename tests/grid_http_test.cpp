@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -30,6 +31,8 @@ struct FakeApi {
   int status = 200;
   std::string body = kLatest;
   std::chrono::milliseconds delay{0};
+  std::map<std::string, std::pair<int, std::string>>
+      routes;  // path -> status, body; else the above
   std::vector<http::Request> seen;
 
   http::Response answer(const http::Request& request) {
@@ -39,7 +42,10 @@ struct FakeApi {
       std::lock_guard lock(mu);
       seen.push_back(request);
       delay_now = delay;
-      response = http::Response::json(status, body);
+      const auto route = routes.find(request.path);
+      response = route != routes.end()
+                     ? http::Response::json(route->second.first, route->second.second)
+                     : http::Response::json(status, body);
     }
     std::this_thread::sleep_for(delay_now);
     return response;
@@ -143,6 +149,80 @@ TEST(ElectricityMaps, ThePollerRidesOutA500GarbageAndAHang) {
   EXPECT_TRUE(last->error);
   EXPECT_EQ(poller.failures(), 3);
   s.api.delay = 0ms;
+}
+
+// ElectricityMaps' forecast reply: hourly rows from the next hour.
+constexpr const char* kForecast =
+    R"({"zone":"US-MIDW-MISO","forecast":[{"carbonIntensity":200,"datetime":"2024-09-24T04:00:00.000Z"},)"
+    R"({"carbonIntensity":600,"datetime":"2024-09-24T05:00:00.000Z"},)"
+    R"({"carbonIntensity":300,"datetime":"2024-09-24T06:00:00.000Z"}],)"
+    R"("updatedAt":"2024-09-24T02:51:57.260Z"})";
+
+grid::Clock::time_point at(const char* iso) {
+  return *grid::parse_iso8601(iso);
+}
+
+TEST(ElectricityMaps, TheForecastIsTheMeanOfItsHoursLedByTheValueNow) {
+  Served s;
+  s.api.routes["/v3/carbon-intensity/forecast"] = {200, kForecast};
+  auto options = s.options();
+  options.token = "s3cret";
+  options.emission_factor_type = "lifecycle";
+  grid::ElectricityMapsProvider provider(options);
+  provider.read(at("2024-09-24T03:20:00Z"));  // 466 from 03:00
+  // 03:30-04:00 at the value now, 04:00-04:30 at the forecast's first hour.
+  EXPECT_DOUBLE_EQ(*provider.forecast(at("2024-09-24T03:30:00Z"), 1h), (466 + 200) / 2.0);
+  ASSERT_EQ(s.api.seen.size(), 2u);
+  const auto& req = s.api.seen[1];
+  EXPECT_EQ(req.path, "/v3/carbon-intensity/forecast");
+  EXPECT_EQ(query_value(req, "lat"), "42.28");
+  EXPECT_EQ(query_value(req, "lon"), "-83.74");
+  EXPECT_EQ(query_value(req, "horizonHours"), "6");
+  EXPECT_EQ(query_value(req, "emissionFactorType"), "lifecycle");
+  EXPECT_EQ(req.header("auth-token"), "s3cret");
+  // Within 15 minutes the forecast is reused; past it, fetched again.
+  EXPECT_DOUBLE_EQ(*provider.forecast(at("2024-09-24T04:30:00Z") - 50min, 2h),
+                   (466 * 20 + 200 * 60 + 600 * 40) / 120.0);
+  EXPECT_EQ(s.api.seen.size(), 2u);
+  EXPECT_DOUBLE_EQ(*provider.forecast(at("2024-09-24T04:00:00Z"), 2h), 400);
+  EXPECT_EQ(s.api.seen.size(), 3u);
+  // Past the last row's hour there is no forecast.
+  EXPECT_EQ(provider.forecast(at("2024-09-24T06:30:00Z"), 1h), std::nullopt);
+  EXPECT_EQ(query_value(s.api.seen.back(), "horizonHours"), "6");
+  EXPECT_THAT(grid::ElectricityMapsProvider(options).forecast_url(30h),
+              HasSubstr("horizonHours=48"));
+  EXPECT_THAT(grid::ElectricityMapsProvider(options).forecast_url(100h),
+              HasSubstr("horizonHours=72"));
+}
+
+TEST(ElectricityMaps, AForecastRefusedToTheTokenIsNotAskedAgain) {
+  Served s;
+  s.api.routes["/v3/carbon-intensity/forecast"] = {401, R"({"error":"Not authorized"})"};
+  grid::ElectricityMapsProvider provider(s.options());
+  provider.read(at("2024-09-24T03:20:00Z"));
+  try {
+    provider.forecast(at("2024-09-24T03:30:00Z"), 30min);
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("answered 401: Not authorized"));
+    EXPECT_THAT(e.what(), HasSubstr("not asked again"));
+  }
+  EXPECT_EQ(provider.forecast(at("2024-09-24T04:30:00Z"), 30min), std::nullopt);
+  EXPECT_EQ(s.api.seen.size(), 2u);
+  // A 500 is asked again at the next poll; the poller keeps the value now meanwhile.
+  s.api.routes["/v3/carbon-intensity/forecast"] = {500, "{}"};
+  grid::PollerOptions po;
+  po.forecast_horizon = 1h;
+  po.now = [] { return at("2024-09-24T03:30:00Z"); };
+  grid::SignalPoller poller(std::make_unique<grid::ElectricityMapsProvider>(s.options()), po,
+                            /*start=*/false);
+  ASSERT_TRUE(poller.poll_once());
+  EXPECT_EQ(poller.latest()->reading.value, 466);
+  EXPECT_EQ(poller.latest()->reading.forecast, std::nullopt);
+  s.api.routes["/v3/carbon-intensity/forecast"] = {200, kForecast};
+  ASSERT_TRUE(poller.poll_once());
+  EXPECT_EQ(s.api.seen.size(), 6u);
+  EXPECT_EQ(poller.latest()->reading.forecast, (466 + 200) / 2.0);
 }
 
 TEST(ElectricityMaps, Location) {

@@ -80,6 +80,13 @@ void bind_grid(py::module_& m) {
           py::arg("unix_s"), py::arg("horizon_s"),
           "The time-weighted mean over [unix_s, unix_s + horizon_s), or None where the trace "
           "does not cover it.")
+      .def(
+          "with_leading",
+          [](const grid::SignalTrace& t, double unix_s, double value) {
+            return t.with_leading({from_unix_s(unix_s), value});
+          },
+          py::arg("unix_s"), py::arg("value"),
+          "This trace led by (unix_s, value) where that is earlier than its first row.")
       .def_property_readonly("step_s",
                              [](const grid::SignalTrace& t) {
                                return std::chrono::duration<double>(t.step()).count();

@@ -17,6 +17,8 @@ import pytest
 
 import zeus_cpp
 from zeus_cpp import _core
+from zeus_cpp.monitor._buckets import BucketedWindows
+from zeus_cpp.monitor.energy import Measurement
 from zeus_cpp.monitor.carbon import (
     CarbonEmissionMonitor,
     CarbonIntensityProvider,
@@ -131,6 +133,40 @@ def test_electricitymaps_errors_say_what_the_api_said(api: FakeApi) -> None:
     api.delay_s = 0.0
 
 
+def iso_utc(unix_s: float) -> str:
+    return datetime.fromtimestamp(unix_s, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def test_electricitymaps_forecast_is_led_by_the_value_now(api: FakeApi,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZEUS_ELECTRICITYMAPS_TOKEN", "s3cret")
+    hour = math.floor(time.time() / 3600) * 3600
+    rows = [(hour, 466.0), (hour + 3600, 200.0), (hour + 7200, 600.0), (hour + 10800, 300.0)]
+    api.routes["/v3/carbon-intensity/latest"] = (200, dict(LATEST, datetime=iso_utc(hour)))
+    api.routes["/v3/carbon-intensity/forecast"] = (200, {"zone": "US-MIDW-MISO", "forecast": [
+        {"carbonIntensity": v, "datetime": iso_utc(t)} for t, v in rows[1:]]})
+    client = ElectrictyMapsClient((42.28, -83.74), emission_factor_type="lifecycle")
+    assert client.get_current_carbon_intensity() == 466
+    t0 = time.time()
+    mean = client.get_forecast_mean(7200)
+    assert mean == pytest.approx(integral(rows, t0, t0 + 7200) / 7200, rel=1e-3)
+    path, query, headers = api.requests[-1]
+    assert path == "/v3/carbon-intensity/forecast"
+    assert query == {"lat": ["42.28"], "lon": ["-83.74"], "horizonHours": ["6"],
+                     "emissionFactorType": ["lifecycle"]}
+    assert {k.lower(): v for k, v in headers.items()}["auth-token"] == "s3cret"
+    asked = len(api.requests)
+    assert client.get_forecast_mean(3600) is not None and len(api.requests) == asked  # reused
+    assert client.get_forecast_mean(5 * 3600) is None  # past the forecast's last hour
+    # A token without the paid plan: said once, never asked again.
+    refused = ElectrictyMapsClient((42.28, -83.74))
+    api.routes["/v3/carbon-intensity/forecast"] = (401, {"error": "Not authorized"})
+    with pytest.raises(ZeusCarbonIntensityHTTPError, match="401: Not authorized.*not asked again"):
+        refused.get_forecast_mean(1800)
+    asked = len(api.requests)
+    assert refused.get_forecast_mean(1800) is None and len(api.requests) == asked
+
+
 def write_trace(path: Path, rows: list[tuple[float, float]], column: str = "carbonIntensity"
                 ) -> None:
     lines = [f"datetime,{column}"]
@@ -192,6 +228,26 @@ def test_carbon_monitor_charges_each_period_its_own_intensity(job_env: Path,
     assert m.gpu_carbon_emission[0] != pytest.approx(m.gpu_energy[0] / 3.6e6 * 900, rel=0.2)
     with pytest.raises(ValueError, match="train"):
         monitor.end_window("train")
+
+
+class ShortInner:
+    """A ZeusMonitor whose per-period (inner) windows see 9 J of their window's 10 J, as they do
+    when a loaded machine runs between the outer and inner windows' readings."""
+
+    def begin_window(self, key: str, sync_execution: bool = True) -> None:
+        pass
+
+    def end_window(self, key: str, sync_execution: bool = True) -> Measurement:
+        return Measurement(1.0, {0: 9.0 if key.startswith("__bucket_") else 10.0})
+
+
+def test_the_window_edges_are_charged_to_its_periods() -> None:
+    windows = BucketedWindows(ShortInner(), lambda: 3600.0, lambda: (lambda start: 500.0),
+                              "carbon intensity")
+    windows.begin("w", sync_execution=True)
+    m, amounts, warnings = windows.end("w", sync_execution=True)
+    assert m.gpu_energy == {0: 10.0} and warnings == []
+    assert amounts == {"gpu_0": pytest.approx(10.0 / 3.6e6 * 500, rel=1e-12)}
 
 
 class FailingAfterFirst(CarbonIntensityProvider):

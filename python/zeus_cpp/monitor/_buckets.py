@@ -117,6 +117,7 @@ class BucketedWindows:
             self._open_at.pop(key, None)
             if not self._keys:
                 self._wake.set()
+        _charge_edges(buckets, overall)
         amounts: dict[str, float] = defaultdict(float)
         warnings: list[str] = []
         rate_at = self._rates()
@@ -176,6 +177,22 @@ class BucketedWindows:
             self._failing = None
         self._last_rate = (value, start)
         return value
+
+
+def _charge_edges(buckets: dict[float, dict[str, float]], overall: Measurement) -> None:
+    """Adds to the last period what the whole window measured beyond its periods: the inner
+    windows begin after the window and end before it (a fraction of a millisecond, more on a
+    loaded machine), so without this a window's gCO2eq or $ would fall short of its energy times
+    a rate that held all along it."""
+    if not buckets:
+        return
+    last = buckets[max(buckets)]
+    for kind, energies in (("gpu", overall.gpu_energy), ("cpu", overall.cpu_energy),
+                           ("dram", overall.dram_energy)):
+        for index, joules in (energies or {}).items():
+            device = f"{kind}_{index}"
+            charged = sum(b.get(device, 0.0) for b in buckets.values())
+            last[device] += joules - charged
 
 
 def by_kind(amounts: dict[str, float], kind: str) -> dict[int, float]:

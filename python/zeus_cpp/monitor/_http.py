@@ -12,7 +12,12 @@ MAX_BODY_BYTES = 8 << 20  # OpenEI's full rate details are large; anything past 
 
 
 class HttpFailure(Exception):
-    """The service could not be reached, timed out, or answered a status other than 200."""
+    """The service could not be reached, timed out, or answered a status other than 200
+    (``status``; None where it did not answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class BadReply(Exception):
@@ -38,7 +43,7 @@ def get_json(url: str, headers: dict[str, str] | None = None, timeout_s: float =
         with opener.open(request, timeout=timeout_s) as reply:
             body = reply.read(MAX_BODY_BYTES + 1)
     except urllib.error.HTTPError as e:
-        raise HttpFailure(f"{url} answered {e.code}: {_said(e.read(64 * 1024))}") from e
+        raise HttpFailure(f"{url} answered {e.code}: {_said(e.read(64 * 1024))}", e.code) from e
     except (urllib.error.URLError, TimeoutError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise HttpFailure(f"{url} could not be reached: {reason}") from e

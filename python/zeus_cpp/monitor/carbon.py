@@ -12,7 +12,9 @@ the last value is used, once logged, and the measurement's ``warnings`` say sinc
 from __future__ import annotations
 
 import abc
+import json
 import logging
+import math
 import os
 import time
 import urllib.parse
@@ -41,6 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ELECTRICITYMAPS_URL = "https://api.electricitymap.org/v3"
+FORECAST_MAX_AGE_S = 900.0  # ElectricityMaps updates its forecast hourly
 
 
 def get_ip_lat_long() -> tuple[float, float]:
@@ -129,18 +132,21 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
         self.emission_factor_type = emission_factor_type
         self.timeout_s = timeout_s
         self.base_url = os.environ.get("ZEUS_ELECTRICITYMAPS_URL", ELECTRICITYMAPS_URL).rstrip("/")
+        self._latest: tuple[float, float] | None = None  # (Unix s it holds from, value)
+        self._forecast: tuple[float, object] | None = None  # (fetched at, _core.SignalTrace)
+        self._forecast_refused = False
 
-    def _url(self, route: str) -> str:
-        query = urllib.parse.urlencode({
-            "lat": self.lat,
-            "lon": self.long,
-            "disableEstimations": str(not self.estimate),
-            "emissionFactorType": self.emission_factor_type,
-        })
-        return f"{self.base_url}/carbon-intensity/{route}?{query}"
+    def _url(self, route: str, **extra: object) -> str:
+        params: dict[str, object] = {"lat": self.lat, "lon": self.long}
+        if route == "forecast":  # the forecast's own parameters
+            params.update(extra)
+        else:
+            params["disableEstimations"] = str(not self.estimate)
+        params["emissionFactorType"] = self.emission_factor_type
+        return f"{self.base_url}/carbon-intensity/{route}?{urllib.parse.urlencode(params)}"
 
-    def _get(self, route: str) -> dict:
-        url = self._url(route)
+    def _get(self, route: str, **extra: object) -> dict:
+        url = self._url(route, **extra)
         headers = {}
         token = os.environ.get("ZEUS_ELECTRICITYMAPS_TOKEN")
         if token:
@@ -166,7 +172,53 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
         if not isinstance(value, (int, float)):
             raise ZeusCarbonIntensityNotFoundError(
                 f"no current carbon intensity {self._where()}; the API said {doc}")
+        try:
+            self._latest = (_parse_time(doc["datetime"]).timestamp(), float(value))
+        except (KeyError, TypeError, ValueError):
+            self._latest = None
         return float(value)
+
+    def get_forecast_mean(self, horizon_s: float) -> float | None:
+        """zeus-cpp's: the mean of ElectricityMaps' hourly forecast (``carbon-intensity/forecast``,
+        a paid plan's endpoint) over the next `horizon_s`, the value last read leading it until
+        its first hour; ``CarbonAwarePowerLimitOptimizer`` rules on it. None where it does not
+        reach that far, and for good once the API refused it (401, 403, 404: raised once, as
+        ``ZeusCarbonIntensityHTTPError``). A forecast is reused for 15 minutes."""
+        if self._forecast_refused or not horizon_s > 0:
+            return None
+        now = time.time()
+
+        def mean() -> float | None:
+            if self._forecast is None:
+                return None
+            trace = self._forecast[1]
+            if self._latest is not None:
+                trace = trace.with_leading(*self._latest)
+            return trace.mean_over(now, horizon_s)
+
+        if self._forecast is not None and 0 <= now - self._forecast[0] < FORECAST_MAX_AGE_S:
+            reused = mean()
+            if reused is not None:
+                return reused
+        needed_h = math.ceil((horizon_s + FORECAST_MAX_AGE_S) / 3600) + 1
+        hours = next((h for h in (6, 24, 48) if needed_h <= h), 72)
+        self._forecast = None
+        try:
+            doc = self._get("forecast", horizonHours=hours)
+        except ZeusCarbonIntensityHTTPError as e:
+            status = getattr(e.__cause__, "status", None)
+            if status in (401, 403, 404):
+                self._forecast_refused = True
+                raise ZeusCarbonIntensityHTTPError(
+                    f"{e} (the forecast is a paid plan's endpoint); it is not asked again in "
+                    "this run") from e
+            raise
+        source = self._url("forecast", horizonHours=hours)
+        try:
+            self._forecast = (now, _core.SignalTrace.parse(json.dumps(doc), source, "carbon"))
+        except _core.ConfigError as e:
+            raise ZeusCarbonIntensityNotFoundError(str(e)) from e
+        return mean()
 
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
         doc = self._get("history")

@@ -37,7 +37,9 @@ logger = logging.getLogger(__name__)
 class SignalPoller:
     """Reads `read()` every `period_s` on a daemon thread; ``latest`` is the last good value
     (None before one), ``latest_forecast`` the forecast read with it (`forecast()`, None where
-    there is none or it failed). A failure is logged once, and its recovery."""
+    there is none or it failed). A failure is logged once, and its recovery; a forecast that
+    fails is logged once and asked again at each read (a provider that will never give one
+    returns None)."""
 
     def __init__(self, read: Callable[[], float], period_s: float, what: str,
                  forecast: Callable[[], float | None] | None = None) -> None:
@@ -50,6 +52,7 @@ class SignalPoller:
         self.latest_forecast: float | None = None
         self.failing: str | None = None
         self.failures = 0
+        self._forecast_failing = False  # its failure logged
         self._thread = threading.Thread(target=self._run, name="zeus-grid-poller", daemon=True)
         self._thread.start()
 
@@ -77,10 +80,13 @@ class SignalPoller:
             return None
         try:
             value = self._forecast()
+            self._forecast_failing = False
             return None if value is None else float(value)
-        except Exception as e:  # no forecast: the rule goes by the value now
-            logger.warning("no %s forecast (%s); the rule goes by the value now", self._what, e)
-            self._forecast = None
+        except Exception as e:  # no forecast: the rule goes by the value now, asked again next
+            if not self._forecast_failing:
+                logger.warning("no %s forecast (%s); the rule goes by the value now", self._what,
+                               e)
+            self._forecast_failing = True
             return None
 
     def close(self) -> None:
@@ -176,31 +182,26 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
             """The rule's limit (mW) at `signal` over the profile."""
             return self._make_follower().observe(signal, 0.0)["power_limit_mw"]
 
-        def _shared_signal(self) -> tuple[float, float | None] | None:
-            """Rank 0's latest reading and forecast, on every rank (collective under
-            torch.distributed)."""
+        def _shared_reading(self) -> tuple[float, float | None, float] | None:
+            """Rank 0's latest reading, forecast and clock on every rank (one collective under
+            torch.distributed), so that all ranks choose on one value at the same check; None
+            until rank 0 has read the signal."""
             mine = self._poller.latest if self._poller is not None else None
             ahead = self._poller.latest_forecast if self._poller is not None else None
-            if self._world == 1:
-                return None if mine is None else (mine, ahead)
-            from zeus_cpp.optimizer.power_limit import _rank
-
-            share = [0.0] * 4
-            if _rank() == 0 and mine is not None:
-                share = [1.0, mine, 1.0 if ahead is not None else 0.0, ahead or 0.0]
-            known, value, forecast_known, forecast = _all_reduce(share, "sum")
-            if not known > 0:
-                return None
-            return value, (forecast if forecast_known > 0 else None)
-
-        def _shared_clock(self) -> float:
-            """Rank 0's clock on every rank, so that all choose again at the same check."""
             now = self._clock()
             if self._world == 1:
-                return now
+                return None if mine is None else (mine, ahead, now)
             from zeus_cpp.optimizer.power_limit import _rank
 
-            return _all_reduce([now if _rank() == 0 else 0.0], "sum")[0]
+            share = [0.0] * 5
+            if _rank() == 0:
+                share[4] = now
+                if mine is not None:
+                    share[:4] = [1.0, mine, 1.0 if ahead is not None else 0.0, ahead or 0.0]
+            known, value, forecast_known, forecast, now = _all_reduce(share, "sum")
+            if not known > 0:
+                return None
+            return value, (forecast if forecast_known > 0 else None), now
 
         def _replan(self, signal: float) -> int:
             """The per-GPU plan made again at the signal's knob; this rank's limit (mW)."""
@@ -217,13 +218,12 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
             if self._world > 1 and self._steps_since_check < self.check_steps:
                 return
             self._steps_since_check = 0
-            shared = self._shared_signal()
+            shared = self._shared_reading()
             if shared is None:
                 return
-            value, forecast = shared
+            value, forecast, now = shared
             if self._follower is None:
                 self._follower = self._make_follower()
-            now = self._shared_clock()
             choice = self._follower.observe(value, now, forecast)
             if choice is None:
                 return

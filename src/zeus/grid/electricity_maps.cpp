@@ -55,13 +55,32 @@ std::string ElectricityMapsProvider::describe() const {
                      options_.longitude);
 }
 
-SignalReading ElectricityMapsProvider::read(Clock::time_point /*now*/) {
+std::string ElectricityMapsProvider::forecast_url(Clock::duration horizon) const {
+  // The API offers these horizons; the forecast must cover the interval after its last reuse.
+  const auto needed = std::chrono::ceil<std::chrono::hours>(horizon + options_.forecast_max_age);
+  int hours = 72;
+  for (int h : {6, 24, 48}) {
+    if (needed.count() + 1 <= h) {
+      hours = h;
+      break;
+    }
+  }
+  return fmt::format(
+      "{}/carbon-intensity/forecast?lat={}&lon={}&horizonHours={}&emissionFactorType={}",
+      options_.base_url, options_.latitude, options_.longitude, hours,
+      options_.emission_factor_type);
+}
+
+std::string ElectricityMapsProvider::get(const std::string& url, long* status) {
   http_client::Request request;
-  request.url = latest_url();
+  request.url = url;
   if (!options_.token.empty()) {
     request.headers.push_back("auth-token: " + options_.token);
   }
   const http_client::Reply reply = client_->perform(request);
+  if (status != nullptr) {
+    *status = reply.status;
+  }
   if (reply.status != 200) {
     std::string said = reply.body.substr(0, 300);
     try {
@@ -71,11 +90,53 @@ SignalReading ElectricityMapsProvider::read(Clock::time_point /*now*/) {
       }
     } catch (const nlohmann::json::exception&) {
     }
-    throw IoError(fmt::format("{} answered {}: {}", request.url, reply.status, said));
+    throw IoError(fmt::format("{} answered {}: {}", url, reply.status, said));
   }
-  const SignalTrace one = SignalTrace::parse(reply.body, request.url, SignalKind::kCarbonIntensity);
-  const SignalPoint& p = one.points().back();
-  return {p.value, p.at, std::nullopt};
+  return reply.body;
+}
+
+SignalReading ElectricityMapsProvider::read(Clock::time_point /*now*/) {
+  const std::string url = latest_url();
+  const SignalTrace one = SignalTrace::parse(get(url), url, SignalKind::kCarbonIntensity);
+  latest_ = one.points().back();
+  return {latest_->value, latest_->at, std::nullopt};
+}
+
+std::optional<double> ElectricityMapsProvider::forecast(Clock::time_point from,
+                                                        Clock::duration horizon) {
+  if (forecast_refused_ || horizon <= Clock::duration::zero()) {
+    return std::nullopt;
+  }
+  const auto mean = [&]() -> std::optional<double> {
+    if (!forecast_) {
+      return std::nullopt;
+    }
+    return latest_ ? forecast_->with_leading(*latest_).mean_over(from, horizon)
+                   : forecast_->mean_over(from, horizon);
+  };
+  const bool fresh = forecast_ && from >= forecast_fetched_ &&
+                     from - forecast_fetched_ < options_.forecast_max_age;
+  if (fresh) {
+    if (auto m = mean()) {
+      return m;
+    }
+  }
+  const std::string url = forecast_url(horizon);
+  long status = 0;
+  try {
+    forecast_ = SignalTrace::parse(get(url, &status), url, SignalKind::kCarbonIntensity);
+  } catch (const IoError& e) {
+    forecast_.reset();
+    if (status == 401 || status == 403 || status == 404) {
+      forecast_refused_ = true;
+      throw IoError(fmt::format(
+          "{} (the forecast is a paid plan's endpoint); it is not asked again in this run",
+          e.what()));
+    }
+    throw;
+  }
+  forecast_fetched_ = from;
+  return mean();
 }
 
 }  // namespace zeus::grid

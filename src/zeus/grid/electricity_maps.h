@@ -2,14 +2,18 @@
 // GET <base>/carbon-intensity/latest?lat=..&lon=..&disableEstimations=..&emissionFactorType=..
 // -> `carbonIntensity` (gCO2eq/kWh) and `datetime`; a status other than 200 carries
 // `{"error": "..."}`. Beyond upstream: the base URL is configurable (ZEUS_ELECTRICITYMAPS_URL),
-// and an `auth-token` header is sent when a token is given (ZEUS_ELECTRICITYMAPS_TOKEN).
+// an `auth-token` header is sent when a token is given (ZEUS_ELECTRICITYMAPS_TOKEN), and the
+// rule's forecast comes from `carbon-intensity/forecast` (hourly rows under "forecast"; a paid
+// plan's endpoint: a token without it is answered 401/403 and never asked again).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "zeus/grid/signal.h"
+#include "zeus/grid/signal_trace.h"
 
 namespace zeus::http_client {
 class Client;
@@ -27,6 +31,8 @@ struct ElectricityMapsOptions {
   std::string emission_factor_type = "direct";  // or "lifecycle"
   std::string token;                            // sent as auth-token when not empty
   std::chrono::milliseconds timeout{10'000};    // connect and total
+  // A forecast is fetched again once it is this old (ElectricityMaps updates it hourly).
+  std::chrono::minutes forecast_max_age{15};
 };
 
 // "lat,lon" (e.g. "42.28,-83.74"); throws ConfigError naming `what` when it is not two numbers
@@ -41,12 +47,27 @@ class ElectricityMapsProvider final : public SignalProvider {
   SignalKind kind() const override { return SignalKind::kCarbonIntensity; }
   std::string describe() const override;
   SignalReading read(Clock::time_point now) override;
+  // The mean of ElectricityMaps' hourly forecast over [from, from + horizon), the value last
+  // read leading it where its first row is the next hour. std::nullopt where it does not reach
+  // that far, and for good once the API refused the forecast (401, 403, 404: thrown once, as
+  // IoError, saying so). Throws as read() otherwise.
+  std::optional<double> forecast(Clock::time_point from, Clock::duration horizon) override;
   // The request URL of the latest value.
   std::string latest_url() const;
+  // The request URL of a forecast that covers `horizon` past a fetch, plus its reuse.
+  std::string forecast_url(Clock::duration horizon) const;
 
  private:
+  // GET `url` with the token; the body of a 200, else IoError naming the URL and what the API
+  // said; `status` gets the status either way.
+  std::string get(const std::string& url, long* status = nullptr);
+
   ElectricityMapsOptions options_;
   std::unique_ptr<http_client::Client> client_;
+  std::optional<SignalPoint> latest_;  // the last value read, leading a forecast
+  std::optional<SignalTrace> forecast_;
+  Clock::time_point forecast_fetched_{};
+  bool forecast_refused_ = false;
 };
 
 }  // namespace zeus::grid

@@ -211,12 +211,16 @@ std::vector<SignalPoint> parse_json(std::string_view text, std::string_view sour
     throw ConfigError(fmt::format("{}: ElectricityMaps says: {}", source, doc["error"].dump()));
   }
   std::vector<SignalPoint> points;
-  if (doc.is_object() && doc.contains("history")) {
-    if (!doc["history"].is_array()) {
-      throw ConfigError(fmt::format("{}: \"history\" is not a list", source));
+  const char* list = !doc.is_object()           ? nullptr
+                     : doc.contains("history")  ? "history"
+                     : doc.contains("forecast") ? "forecast"
+                                                : nullptr;
+  if (list != nullptr) {
+    if (!doc[list].is_array()) {
+      throw ConfigError(fmt::format("{}: \"{}\" is not a list", source, list));
     }
-    for (size_t i = 0; i < doc["history"].size(); ++i) {
-      points.push_back(json_point(doc["history"][i], fmt::format("{}: history[{}]", source, i)));
+    for (size_t i = 0; i < doc[list].size(); ++i) {
+      points.push_back(json_point(doc[list][i], fmt::format("{}: {}[{}]", source, list, i)));
     }
   } else {
     points.push_back(json_point(doc, std::string(source)));
@@ -286,6 +290,14 @@ std::optional<double> SignalTrace::mean_over(Clock::time_point from,
     t = end;
   }
   return base + weighted / std::chrono::duration<double>(horizon).count();
+}
+
+SignalTrace SignalTrace::with_leading(SignalPoint before) const {
+  SignalTrace t = *this;
+  if (before.at < t.points_.front().at) {
+    t.points_.insert(t.points_.begin(), before);
+  }
+  return t;
 }
 
 Clock::duration SignalTrace::step() const {

@@ -6,7 +6,8 @@
 //   and a value column (carbon: `carbonIntensity`, or the export's first `Carbon Intensity
 //   gCO2eq/kWh ...` column; price: `price_per_kwh`). Other columns are ignored.
 // - ElectricityMaps' JSON: a `carbon-intensity/history` reply (`{"history": [{"datetime",
-//   "carbonIntensity"}, ...]}`) or a `latest` one (one object).
+//   "carbonIntensity"}, ...]}`), a `forecast` one (the same rows under "forecast") or a
+//   `latest` one (one object).
 // Rows may come in any order; they are sorted and must have distinct times.
 #pragma once
 
@@ -42,6 +43,9 @@ class SignalTrace {
   // when the trace does not reach that far (its last row ends at its time plus step()), begins
   // after `from`, or the horizon is not positive.
   std::optional<double> mean_over(Clock::time_point from, Clock::duration horizon) const;
+  // This trace with `before` as its first row where it is earlier than the first: a forecast
+  // that begins at the next hour, led by the value now.
+  SignalTrace with_leading(SignalPoint before) const;
   // The trace's step: the last two rows' distance (one hour for a single row).
   Clock::duration step() const;
   // First row's time to the last row's end (its time plus step()).
