@@ -92,6 +92,7 @@ TEST(GridJob, TheLimitFollowsTheIntensityOnTheJobsOwnProfile) {
   write_file_atomic(g.trace, rows_around_now(100));
   JobOptions o = g.options();
   o.grid.carbon_intensity = g.trace.string();
+  o.grid.signal_max = optimize::kChaseMaxCarbon;  // a fixed reference: the rule's arithmetic
   const std::optional<contract::TrainResult> result = g.run(o, 3, [&](int epoch) {
     if (epoch == 1) {
       write_file_atomic(g.trace, rows_around_now(3000));  // the grid got dirty: > 10%
@@ -174,6 +175,7 @@ TEST(GridJob, ATraceThatReachesAheadIsTheForecastTheRuleChoosesOn) {
   write_file_atomic(g.trace, text);
   JobOptions o = g.options();
   o.grid.carbon_intensity = g.trace.string();
+  o.grid.signal_max = optimize::kChaseMaxCarbon;
   const std::optional<contract::TrainResult> result = g.run(o, 2);
   ASSERT_TRUE(result && result->grid);
   ASSERT_FALSE(result->grid->choices.empty());
@@ -185,11 +187,56 @@ TEST(GridJob, ATraceThatReachesAheadIsTheForecastTheRuleChoosesOn) {
             optimize::select_grid_limit(g.profile(), 0.5, result->max_power_w, first.signal, 750));
 }
 
+// Issue #52: the default reference is the grid's own, its mean over the last day. A day at 100
+// before an hour at 300: that hour is dirty for this grid, and the limit goes below Zeus's (under
+// Chase's 750 it would go above: 300 is clean by that measure). On a grid flat at any level the
+// choice is Zeus's.
+TEST(GridJob, ByDefaultTheReferenceIsTheGridsOwnDay) {
+  GridJob g;
+  const auto hour = std::chrono::floor<std::chrono::hours>(std::chrono::system_clock::now());
+  std::string text = "datetime,carbonIntensity\n";
+  for (int h = -24; h <= 2; ++h) {
+    text += fmt::format("{},{}\n", grid::format_iso8601(hour + std::chrono::hours(h)),
+                        h < 0 ? 100 : 300);
+  }
+  write_file_atomic(g.trace, text);
+  test::ScopedEnv unset("ZEUS_MAX_CARBON_INTENSITY", std::nullopt);
+  JobOptions o = g.options();
+  o.grid.carbon_intensity = g.trace.string();
+  const std::optional<contract::TrainResult> result = g.run(o, 2);
+  ASSERT_TRUE(result && result->grid);
+  EXPECT_EQ(result->grid->signal_max, optimize::kGridReference);
+  ASSERT_FALSE(result->grid->choices.empty());
+  const auto& first = result->grid->choices[0];
+  const double minutes =
+      std::chrono::duration<double>(std::chrono::system_clock::now() - hour).count() / 60;
+  EXPECT_GT(first.reference, 100);  // the day before now: mostly 100, the hour so far 300
+  EXPECT_LT(first.reference, 100 + 200 * (minutes + 2) / (24 * 60));
+  EXPECT_THAT(first.reason, HasSubstr("the grid's reference"));
+  const int64_t zeus = *result->optimal_power_limit_mw;
+  EXPECT_EQ(first.power_limit_mw, optimize::select_grid_limit(g.profile(), 0.5, result->max_power_w,
+                                                              first.signal, first.reference));
+  EXPECT_LT(first.power_limit_mw, zeus) << "300 is dirty against this grid's day";
+  EXPECT_GT(optimize::select_grid_limit(g.profile(), 0.5, result->max_power_w, 300, 750), zeus)
+      << "under Chase's reference the same hour would run faster than Zeus";
+  // A flat grid: Zeus's choice throughout.
+  GridJob flat;
+  write_file_atomic(flat.trace, rows_around_now(300));
+  o = flat.options();
+  o.grid.carbon_intensity = flat.trace.string();
+  const contract::TrainResult level = flat.run(o, 2);
+  ASSERT_TRUE(level.grid && !level.grid->choices.empty());
+  for (const auto& e : level.epochs) {
+    EXPECT_EQ(e.power_limit_mw, *level.optimal_power_limit_mw);
+  }
+}
+
 TEST(GridJob, AtTheReferenceTheLimitIsZeusAndABrokenTraceKeepsTheLastValue) {
   GridJob g;
   write_file_atomic(g.trace, rows_around_now(750));
   JobOptions o = g.options();
   o.grid.carbon_intensity = g.trace.string();
+  o.grid.signal_max = optimize::kChaseMaxCarbon;
   const std::optional<contract::TrainResult> result = g.run(o, 3, [&](int epoch) {
     if (epoch == 0) {
       write_file_atomic(g.trace, "not,a trace\n");  // the provider now fails
@@ -236,9 +283,18 @@ TEST(GridJob, BadSignalsAreRefusedNamingTheVariable) {
   o.grid.carbon_intensity = g.trace.string();
   o.grid.electricity_price = g.trace.string();
   refused(o, "both set");
-  o = g.options();
-  o.grid.electricity_price = g.trace.string();
-  refused(o, "ZEUS_MAX_PRICE");
+  {
+    test::ScopedEnv chase("ZEUS_MAX_PRICE", "chase");  // Chase's 750 is a carbon intensity
+    o = g.options();
+    o.grid.electricity_price = g.trace.string();
+    refused(o, "ZEUS_MAX_PRICE='chase'");
+  }
+  {
+    test::ScopedEnv bad("ZEUS_MAX_CARBON_INTENSITY", "lots");
+    o = g.options();
+    o.grid.carbon_intensity = g.trace.string();
+    refused(o, "ZEUS_MAX_CARBON_INTENSITY='lots'");
+  }
   o = g.options();
   o.grid.carbon_intensity = (g.dir / "missing.csv").string();
   refused(o, "missing.csv");
@@ -276,6 +332,7 @@ TEST(GridJob, PerGpuPlansFollowTheSignalOnEveryRank) {
   std::vector<contract::TrainResult> results(2);
   const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
     JobOptions o = g.options();
+    o.grid.signal_max = optimize::kChaseMaxCarbon;
     o.device = "sim:v100,v100*1.2:cifar100:1024";
     o.grid.carbon_intensity = g.trace.string();
     EnergyJob job(resolve_job_options(o, 3, 16, 2), c);

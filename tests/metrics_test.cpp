@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "metrics_support.h"
+#include "support/http_client.h"
 #include "support/test_support.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/secret_file.h"
@@ -355,6 +356,38 @@ TEST(MetricsServer, APortInUseIsNamed) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr(first.address()));
   }
+}
+
+// Issue #52: a Secret rotated in place (the kubelet writes a new timestamped directory and swaps
+// the "..data" symlink) is taken at the next scrape, without a restart; a rotation that cannot be
+// read (a mode others can read) keeps the last token.
+TEST(MetricsServer, ARotatedTokenIsTakenWithoutARestart) {
+  TempDir dir;
+  const auto secret_dir = [&](const std::string& name, const std::string& token, mode_t mode) {
+    std::filesystem::create_directory(dir.path() / name);
+    const auto file = dir.path() / name / "token";
+    std::ofstream(file) << token << "\n";
+    ::chmod(file.c_str(), mode);
+    const auto tmp = dir.path() / "..data_tmp";
+    std::filesystem::create_symlink(name, tmp);
+    std::filesystem::rename(tmp, dir.path() / "..data");  // atomic, as the kubelet does
+  };
+  secret_dir("..2026_12_06_a", "first-token", 0400);
+  std::filesystem::create_symlink("..data/token", dir.path() / "token");
+  metrics::NodeSampler sampler(nullptr, nullptr, {.host = "n"});
+  exporter::MetricsServer server(sampler,
+                                 {.bind_address = "127.0.0.1:0", .token_file = dir / "token"});
+  const std::string url = "http://" + server.address() + "/metrics";
+  const auto status = [&](const std::string& token) {
+    return http_call("GET", url, "", {"Authorization: Bearer " + token}).status;
+  };
+  EXPECT_EQ(status("first-token"), 200);
+  secret_dir("..2026_12_06_b", "second-token", 0400);
+  EXPECT_EQ(status("first-token"), 401) << "the old token ended with its rotation";
+  EXPECT_EQ(status("second-token"), 200);
+  secret_dir("..2026_12_06_c", "third-token", 0444);
+  EXPECT_EQ(status("third-token"), 401) << "a token others may read is not taken";
+  EXPECT_EQ(status("second-token"), 200) << "the last good token stays in use";
 }
 
 }  // namespace

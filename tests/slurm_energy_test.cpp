@@ -24,8 +24,10 @@ using ::testing::HasSubstr;
 fs::path wrapper(const fs::path& dir, const std::string& name, const fs::path& socket) {
   const fs::path path = dir / (name + ".sh");
   std::ofstream(path) << fmt::format(
-      "#!/bin/bash\nexport ZEUS={} ZEUSD_SOCK_PATH={}\nexec {}/examples/slurm/zeus-{}.sh\n",
-      ZEUS_CLI_PATH, socket.string(), ZEUS_SOURCE_DIR, name);
+      "#!/bin/bash\nexport ZEUS={} ZEUSD_SOCK_PATH={} ZEUSD_ADMIN_TOKEN_FILE={}\n"
+      "exec {}/examples/slurm/zeus-{}.sh\n",
+      ZEUS_CLI_PATH, socket.string(), (socket.parent_path() / "state" / "admin.token").string(),
+      ZEUS_SOURCE_DIR, name);
   ::chmod(path.c_str(), 0755);
   return path;
 }
@@ -98,13 +100,17 @@ TEST(SlurmJobEnergy, ThePrologAndEpilogMeasureAJobAsItsGpusCountersSay) {
   EXPECT_THAT(csv.out, HasSubstr(job + ",finished,all,"));
 }
 
-TEST(SlurmJobEnergy, MistakesAreNamedAndOnlyRootStartsARecord) {
+TEST(SlurmJobEnergy, MistakesAreNamedAndOnlyTheAdminTokenStartsARecord) {
   ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml(four_a40s(), false, {.permissive = false});
   SharedDir dir;
   ZeusdProcess daemon(dir);
   const std::string socket = daemon.socket().string();
+  const std::string token = (daemon.state_dir() / "admin.token").string();
   const auto cli = [&](std::vector<std::string> args) {
+    if (args[0] != "report") {
+      args.insert(args.end(), {"--admin-token-file", token});
+    }
     args.insert(args.begin(), {ZEUS_CLI_PATH, "job-energy"});
     args.insert(args.end(), {"--zeusd-socket", socket});
     return run_process(args);
@@ -123,7 +129,12 @@ TEST(SlurmJobEnergy, MistakesAreNamedAndOnlyRootStartsARecord) {
   EXPECT_THAT(r.err, HasSubstr("job 7 is already being measured"));
   const ProcessResult as_user = run_as(
       kUserA, {ZEUS_CLI_PATH, "job-energy", "stop", "--job", "7", "--zeusd-socket", socket}, {});
-  EXPECT_EQ(as_user.exit_code, 1) << "403: only root stops a record";
+  EXPECT_EQ(as_user.exit_code, 1) << "403: only the admin token's holder stops a record";
+  // Root without zeusd's admin token (a root pod) is refused too (issue #52).
+  const ProcessResult rootless =
+      run_process({ZEUS_CLI_PATH, "job-energy", "stop", "--job", "7", "--zeusd-socket", socket});
+  EXPECT_EQ(rootless.exit_code, 1) << rootless.err;
+  EXPECT_THAT(rootless.err, HasSubstr("admin token"));
   const auto running = nlohmann::json::parse(cli({"report", "7", "--format", "json"}).out);
   EXPECT_EQ(running[0]["state"], "running");
   EXPECT_EQ(running[0]["gpus"].size(), 2u);

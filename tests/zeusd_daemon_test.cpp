@@ -173,18 +173,31 @@ TEST(Zeusd, RequireGpuProcessLetsAUserChangeOnlyTheGpusItRunsOn) {
   EXPECT_THAT(out, HasSubstr("--require-gpu-process"));
   auto user_b = client_as(kUserB, daemon, {"POST", set_limit(2, 200'000)}, false);
   EXPECT_THAT(user_b->wait().out, HasSubstr("status=403"));
-  EXPECT_EQ(daemon.call("POST", set_limit(3, 250'000)).status, 200) << "root is not bound by it";
+  EXPECT_EQ(daemon.call("POST", set_limit(3, 250'000)).status, 200)
+      << "an administrator is not bound by it";
   EXPECT_TRUE(limit_becomes(nvml, 0, 300'000)) << "user A's client ended";
   EXPECT_EQ(nvml.limit_mw(1), 300'000);
   EXPECT_EQ(nvml.limit_mw(2), 300'000);
 }
 
-TEST(Zeusd, RootsChangesStayAndEndALease) {
+// Issue #52: being root is not being an administrator (a training pod runs as root): root
+// without zeusd's admin token is refused another uid's GPU and is leased; the token's holder's
+// changes stay and end leases.
+TEST(Zeusd, AnAdminsChangesStayAndEndALeaseAndRootAloneIsNoAdmin) {
   ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml = strict_nvml();
   SharedDir dir;
   ZeusdProcess daemon(dir);
   auto a = client_as(kUserA, daemon, {"POST", set_limit(3, 200'000)}, true);
+  const auto refused = daemon.call_as_root("POST", set_limit(3, 230'000));
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("held by uid 61001"));
+  EXPECT_EQ(nvml.limit_mw(3), 200'000) << "root without the token ended no lease";
+  device::zeusd::ZeusdClient wrong(
+      {.socket_path = daemon.socket().string(), .admin_token = "not-the-token"});
+  const auto forged = wrong.request("POST", set_limit(3, 230'000));
+  EXPECT_EQ(forged.status, 403) << forged.body;
+  EXPECT_THAT(forged.body, HasSubstr("admin.token"));
   EXPECT_EQ(daemon.call("POST", set_limit(3, 220'000)).status, 200);
   EXPECT_EQ(daemon.call("POST", set_limit(2, 250'000)).status, 200);
   auto b = client_as(kUserB, daemon, {"POST", set_limit(3, 210'000)}, false);

@@ -165,5 +165,51 @@ TEST(ZeusdOnKubernetes, ASilentKubeletNeverHoldsTheDaemonBack) {
   EXPECT_EQ(daemon.call("GET", "/job_energy/report").status, 200);
 }
 
+// Issue #52: a time-sliced GPU held by two pods (device ids "GPU-...::N") and a MIG device are
+// attributed: the GPU's series names both pods, and each pod's record has the GPU.
+TEST(ZeusdOnKubernetes, PodsSharingAGpuAreAllNamedAndEachRecordHasIt) {
+  ZEUSD_SKIP_UNLESS_ROOT();
+  auto gpus = four_a40s();
+  gpus[2].mig_uuids = {"MIG-22222222-1111-2222-3333-444444444444"};
+  FakeNvml nvml(gpus, false, {.permissive = false});
+  SharedDir dir;
+  FakeKubelet kubelet((dir / "kubelet.sock").string());
+  kubelet.set_pods({{"b-0", "ml", "train", "nvidia.com/gpu", {gpus[1].uuid + "::1"}},
+                    {"a-0", "ml", "train", "nvidia.com/gpu", {gpus[1].uuid + "::0"}},
+                    {"nb-0", "dev", "lab", "nvidia.com/mig-1g.10gb", {gpus[2].mig_uuids[0]}}});
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  ZeusdProcess daemon(
+      dir, {"--metrics-bind-address", address, "--metrics-period-ms", "50", "--kubelet-socket",
+            kubelet.socket_path(), "--kubelet-period-ms", "100"});
+  const std::string shared = fmt::format(
+      "zeus_gpu_power_watts{{gpu=\"1\",uuid=\"{}\",name=\"NVIDIA A40\",host=\"{}\",pod=\"a-0,b-0\","
+      "namespace=\"ml,ml\",container=\"train,train\"}}",
+      gpus[1].uuid, host_name());
+  std::string text;
+  ASSERT_TRUE(eventually(
+      [&] {
+        text = scrape(address);
+        return text.find(shared) != std::string::npos;
+      },
+      seconds(10)))
+      << text;
+  EXPECT_THAT(text, HasSubstr("gpu=\"2\",uuid=\"" + gpus[2].uuid));
+  EXPECT_THAT(text, HasSubstr("pod=\"nb-0\",namespace=\"dev\",container=\"lab\"}"));
+  for (const std::string pod : {"pod:ml:a-0", "pod:ml:b-0"}) {
+    nlohmann::json r;
+    ASSERT_TRUE(eventually(
+        [&] {
+          r = report(daemon, pod);
+          return r.is_array();
+        },
+        seconds(10)))
+        << pod;
+    ASSERT_EQ(r[0]["gpus"].size(), 1u) << r.dump();
+    EXPECT_EQ(r[0]["gpus"][0]["gpu"], 1) << pod;
+  }
+  EXPECT_TRUE(eventually([&] { return report(daemon, "pod:dev:nb-0").is_array(); }, seconds(10)));
+  EXPECT_EQ(report(daemon, "pod:dev:nb-0")[0]["gpus"][0]["gpu"], 2) << "the MIG device's GPU";
+}
+
 }  // namespace
 }  // namespace zeus::test

@@ -1,4 +1,5 @@
 // zeusd's pure parts: tokens, query parameters, the lease book.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include "zeus/daemon/token.h"
 #include "zeus/device/discovery.h"
 #include "zeus/device/restore_rule.h"
+#include "zeus/device/zeusd/zeusd_gpu_set.h"
 #include "zeus/http/peer_limits.h"
 
 namespace zeus::daemon {
@@ -327,6 +329,44 @@ TEST(ZeusdOverrides, WhatUpstreamRefusesIsRefusedNamingIt) {
       load_command_overrides(write_overrides(dir, "[set_power_limit]\ncommands = [\"x\"]\n", 0666)),
       ConfigError)
       << "a file others may write";
+}
+
+// Note [GPU identity] (issue #52): a client finds its GPUs among the daemon's by UUID, then PCI
+// address (upstream HEAD's zeusd), and sends an index only where the daemon knows neither
+// (upstream's tagged zeusd) or the GPU has no identity a daemon could know (a simulated one).
+TEST(ZeusdGpuIdentity, AClientFindsItsGpusAmongTheDaemonsByUuidThenPciAddress) {
+  std::vector<test::FakeGpu> node(8);
+  std::vector<device::zeusd::DaemonGpu> ours;
+  std::vector<device::zeusd::DaemonGpu> head;
+  std::vector<device::zeusd::DaemonGpu> tagged;
+  for (int i = 0; i < 8; ++i) {
+    node[static_cast<size_t>(i)].uuid = fmt::format("GPU-{}", i);
+    const std::string pci = fmt::format("0000:{:02x}:00.0", i + 1);
+    ours.push_back({i, "NVIDIA A40", fmt::format("GPU-{}", i), pci});
+    head.push_back({i, "NVIDIA A40", "", pci});
+    tagged.push_back({i, "NVIDIA A40", "", ""});
+  }
+  test::FakeNvml nvml(node);
+  test::ScopedEnv view("FAKE_NVML_VISIBLE_UUIDS", "GPU-4,GPU-5");  // a pod's view
+  const auto pod = device::open_gpu_set("nvml", {.zeusd_from_env = false});
+  ASSERT_EQ(pod->count(), 2);
+  for (int g = 0; g < 2; ++g) {
+    EXPECT_EQ(pod->machine_index(g), g) << "the pod numbers its GPUs from 0";
+    EXPECT_EQ(device::zeusd::daemon_gpu_id(*pod, g, ours, "zeusd"), 4 + g);
+    EXPECT_EQ(device::zeusd::daemon_gpu_id(*pod, g, head, "zeusd"), 4 + g);
+    EXPECT_EQ(device::zeusd::daemon_gpu_id(*pod, g, tagged, "zeusd"), g) << "upstream's rule";
+  }
+  const std::vector<device::zeusd::DaemonGpu> other_node(ours.begin(), ours.begin() + 4);
+  try {
+    device::zeusd::daemon_gpu_id(*pod, 0, other_node, "zeusd at /run/zeusd.sock");
+    FAIL() << "a GPU the daemon does not have was given an id";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("GPU-4"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("zeusd at /run/zeusd.sock"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("3 GPU-3"));
+  }
+  const auto sim = device::open_gpu_set("sim:a40,a40", {.zeusd_from_env = false});
+  EXPECT_EQ(device::zeusd::daemon_gpu_id(*sim, 1, ours, "zeusd"), 1) << "a simulated GPU";
 }
 
 }  // namespace

@@ -118,8 +118,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   simulate_cmd->add_option("--price", simulate.price,
                            "Electricity-price trace (CSV datetime,price_per_kwh), as --carbon");
   simulate_cmd->add_option("--max-signal", simulate.max_signal,
-                           "The rule's reference S_max: a number, or the trace's mean or max "
-                           "(default 750 gCO2eq/kWh, Chase's; for --price the trace's max)");
+                           "The rule's reference S_max: grid (the default: the signal's mean over "
+                           "the day before each choice), chase (750 gCO2eq/kWh), the trace's "
+                           "mean or max, or a number");
   simulate_cmd
       ->add_option("--interval", simulate.interval,
                    "With --carbon/--price: the rule chooses again at least this often")
@@ -148,11 +149,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       "Per-job GPU energy kept by zeusd: start and stop (Slurm prolog, epilog), report");
   for (const char* action : {"start", "stop"}) {
     CLI::App* sub = job_energy_cmd->add_subcommand(
-        action, std::string(action) + " measuring a job (run as root)");
+        action, std::string(action) + " measuring a job (with zeusd's admin token)");
     sub->add_option("--job", job_energy.jobs, "The job id (a Slurm job: $SLURM_JOB_ID)")
         ->required()
         ->expected(1);
     sub->add_option("--zeusd-socket", job_energy.zeusd_socket, "zeusd's socket");
+    sub->add_option("--admin-token-file", job_energy.admin_token_file,
+                    "zeusd's admin token (default: $ZEUSD_ADMIN_TOKEN_FILE, else "
+                    "/var/lib/zeusd/admin.token)");
     sub->callback([&job_energy, action] { job_energy.action = action; });
     if (std::string(action) == "start") {
       sub->add_option("--gpus", job_energy.gpus, "NVML indices like 0,1 (default: every GPU)");

@@ -129,6 +129,9 @@ struct JobEnergyCommandOptions {
   std::string gpus;               // start: "0,1"; empty: every GPU
   std::string format = "table";   // report: table, csv or json
   std::string zeusd_socket;       // empty: ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, /run/zeusd/zeusd.sock
+  // start/stop: zeusd's admin token file; empty: ZEUSD_ADMIN_TOKEN_FILE, else
+  // /var/lib/zeusd/admin.token where it exists.
+  std::string admin_token_file;
 };
 
 // Run a parsed subcommand; messages go to `out` (results) and `err` (errors, one line each).

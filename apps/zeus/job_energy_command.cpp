@@ -1,11 +1,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/secret_file.h"
 #include "zeus/device/zeusd/zeusd_client.h"
 
 namespace zeus::cli {
@@ -24,6 +27,23 @@ ZeusdEndpoint endpoint_of(const JobEnergyCommandOptions& o) {
     return *from_env;
   }
   return ZeusdEndpoint{.socket_path = kDefaultSocket};
+}
+
+// zeusd's admin token for start and stop (docs/zeusd.md, Administration): the flag's file, else
+// ZEUSD_ADMIN_TOKEN_FILE's, else the default state directory's where it exists; "" without one
+// (zeusd then answers 403 saying what it needs).
+std::string admin_token_of(const JobEnergyCommandOptions& o) {
+  std::string path = o.admin_token_file;
+  if (path.empty()) {
+    path = get_env(kEnvZeusdAdminTokenFile).value_or("");
+  }
+  if (path.empty()) {
+    if (!std::filesystem::exists(kEnvZeusdAdminTokenFile.default_value)) {
+      return "";
+    }
+    path = kEnvZeusdAdminTokenFile.default_value;
+  }
+  return read_secret_file(path, "zeusd's admin token");
 }
 
 std::string number(const nlohmann::json& v, const char* format) {
@@ -81,7 +101,14 @@ int run_job_energy(const JobEnergyCommandOptions& options, std::ostream& out, st
     err << fmt::format("zeus job-energy {}: error: {}\n", options.action, message);
     return code;
   };
-  const ZeusdEndpoint endpoint = endpoint_of(options);
+  ZeusdEndpoint endpoint = endpoint_of(options);
+  if (options.action != "report") {
+    try {
+      endpoint.admin_token = admin_token_of(options);
+    } catch (const ConfigError& e) {
+      return fail(kExitUsage, e.what());
+    }
+  }
   std::string target;
   std::string method = "POST";
   if (options.action == "report") {

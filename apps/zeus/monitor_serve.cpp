@@ -23,8 +23,11 @@ class Serving final : public MetricsServe {
     metrics::NodeSamplerOptions options;
     options.period = serve.period;
     if (!serve.kubelet_socket.empty()) {
-      pods_ =
-          std::make_unique<kube::PodResourcesWatcher>(serve.kubelet_socket, kube::WatcherOptions{});
+      kube::WatcherOptions watch;
+      if (gpus != nullptr) {
+        watch.mig_parent = [gpus](std::string_view mig) { return gpus->mig_parent_uuid(mig); };
+      }
+      pods_ = std::make_unique<kube::PodResourcesWatcher>(serve.kubelet_socket, watch);
       options.gpu_labels = [pods = pods_.get()](const metrics::GpuIdentity& gpu) {
         return kube::owner_labels(pods->owner_of_gpu(gpu.uuid, gpu.pci_address));
       };

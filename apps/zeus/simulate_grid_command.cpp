@@ -13,6 +13,7 @@
 #include "zeus/common/parse.h"
 #include "zeus/common/units.h"
 #include "zeus/grid/signal_trace.h"
+#include "zeus/optimize/grid_rule.h"
 #include "zeus/sim/grid_replay.h"
 
 namespace zeus::cli {
@@ -22,6 +23,7 @@ nlohmann::json run_json(const sim::GridRun& r) {
   return {{"time_s", r.time_s},
           {"energy_j", r.energy_j},
           {"amount", r.amount},
+          {"cost", r.cost},
           {"limit_changes", r.limit_changes}};
 }
 
@@ -30,7 +32,8 @@ nlohmann::json result_json(const sim::GridReplayResult& r) {
   for (const auto& j : r.jobs) {
     jobs.push_back({{"zeus", run_json(j.zeus)},
                     {"rule", run_json(j.rule)},
-                    {"max_limit", run_json(j.max_limit)}});
+                    {"max_limit", run_json(j.max_limit)},
+                    {"bound", run_json(j.bound)}});
   }
   return {{"gpu", r.gpu},
           {"workload", r.workload},
@@ -42,6 +45,8 @@ nlohmann::json result_json(const sim::GridReplayResult& r) {
           {"zeus", run_json(r.zeus_total())},
           {"rule", run_json(r.rule_total())},
           {"max_limit", run_json(r.max_limit_total())},
+          {"bound", run_json(r.bound_total())},
+          {"gap_closed", r.gap_closed() ? nlohmann::json(*r.gap_closed()) : nlohmann::json()},
           {"amount_saving", r.amount_saving()},
           {"energy_saving", r.energy_saving()},
           {"time_change", r.time_change()},
@@ -75,22 +80,18 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
         o.carbon.empty() ? grid::SignalKind::kElectricityPrice : grid::SignalKind::kCarbonIntensity;
     trace_path = o.carbon.empty() ? o.price : o.carbon;
     const grid::SignalTrace signal = grid::SignalTrace::load(trace_path, kind);
+    // The grid's own reference by default (Note [grid reference]); the trace's mean or maximum
+    // as fixed ones beside Chase's and any number.
     if (o.max_signal == "mean") {
       signal_max = signal.mean();
-    } else if (o.max_signal == "max" ||
-               (o.max_signal.empty() && kind == grid::SignalKind::kElectricityPrice)) {
+    } else if (o.max_signal == "max") {
       signal_max = signal.max();
-    } else if (o.max_signal.empty()) {
-      signal_max = 750.0;  // Chase's max_carbon
     } else {
-      const auto v = parse_number<double>(o.max_signal);
-      if (!v || !(*v > 0)) {
-        throw ConfigError(
-            fmt::format("--max-signal '{}': expected a number > 0, mean or max", o.max_signal));
-      }
-      signal_max = *v;
+      signal_max = optimize::parse_grid_reference(o.max_signal.empty() ? "grid" : o.max_signal,
+                                                  "--max-signal",
+                                                  kind == grid::SignalKind::kCarbonIntensity);
     }
-    if (!(signal_max > 0)) {
+    if (!(signal_max > 0) && o.max_signal != "grid" && !o.max_signal.empty()) {
       throw ConfigError(fmt::format("{}: every price is 0; give --max-signal", trace_path));
     }
     sim::GridReplayOptions options;
@@ -122,7 +123,8 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
     }
     out << nlohmann::json{{"signal", carbon ? "carbon_intensity" : "electricity_price"},
                           {"trace", trace_path},
-                          {"signal_max", signal_max},
+                          {"signal_max",
+                           signal_max > 0 ? nlohmann::json(signal_max) : nlohmann::json("grid")},
                           {"eta", o.eta},
                           {"interval", o.interval},
                           {"forecast", !o.no_forecast},
@@ -132,16 +134,18 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
     return kExitOk;
   }
   out << fmt::format(
-      "zeus simulate: {} from {} (S_max {:g} {}), eta {}, the rule chooses again every {} or "
+      "zeus simulate: {} from {} (S_max {}), eta {}, the rule chooses again every {} or "
       "when the signal moves > {:g}%, on {}; Zeus's fixed limit against the rule, jobs back to "
       "back\n",
-      grid::to_string(kind), trace_path, signal_max, grid::unit(kind), o.eta, o.interval,
-      100 * o.relative_change,
+      grid::to_string(kind), trace_path,
+      signal_max > 0 ? fmt::format("{:g} {}", signal_max, grid::unit(kind))
+                     : std::string("the grid's: its mean over the day before each choice"),
+      o.eta, o.interval, 100 * o.relative_change,
       o.no_forecast ? "the signal now" : "the next interval's mean (a perfect forecast)");
-  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>16} {:>12} {:>12} {:>12}\n", "gpu",
-                     "workload", "bs", "jobs", "zeus W", "rule W",
+  out << fmt::format("{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>16} {:>12} {:>12} {:>12} {:>12}\n",
+                     "gpu", "workload", "bs", "jobs", "zeus W", "rule W",
                      fmt::format("{} saved", amount_name), "energy saved", "time change",
-                     fmt::format("zeus {}", amount_name));
+                     "gap closed", fmt::format("zeus {}", amount_name));
   double zeus_amount = 0;
   double rule_amount = 0;
   double zeus_energy = 0;
@@ -150,6 +154,10 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
   double rule_time = 0;
   double max_amount = 0;
   double max_time = 0;
+  double bound_time = 0;
+  double zeus_cost = 0;
+  double rule_cost = 0;
+  double bound_cost = 0;
   for (const auto& r : results) {
     const auto z = r.zeus_total();
     const auto g = r.rule_total();
@@ -161,20 +169,35 @@ int run_simulate_grid(const SimulateCommandOptions& o, std::ostream& out, std::o
     rule_time += g.time_s;
     max_amount += r.max_limit_total().amount;
     max_time += r.max_limit_total().time_s;
+    bound_time += r.bound_total().time_s;
+    zeus_cost += z.cost;
+    rule_cost += g.cost;
+    bound_cost += r.bound_total().cost;
     const std::string rule_w =
         r.rule_limits_w.size() == 1
             ? std::to_string(r.rule_limits_w.front())
             : fmt::format("{}-{}", r.rule_limits_w.front(), r.rule_limits_w.back());
     out << fmt::format(
-        "{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>15.1f}% {:>11.1f}% {:>+11.1f}% "
+        "{:<8} {:<13} {:>5} {:>6} {:>6} {:>10} {:>15.1f}% {:>11.1f}% {:>+11.1f}% {:>12} "
         "{:>12.4g}\n",
         r.gpu, r.workload, r.batch_size, r.jobs.size(), r.zeus_limit_w, rule_w,
-        100 * r.amount_saving(), 100 * r.energy_saving(), 100 * r.time_change(), z.amount);
+        100 * r.amount_saving(), 100 * r.energy_saving(), 100 * r.time_change(),
+        r.gap_closed() ? fmt::format("{:.0f}%", 100 * *r.gap_closed()) : std::string("-"),
+        z.amount);
   }
   out << fmt::format(
       "overall ({} jobs): {} saved {:.2f}%, energy saved {:.2f}%, time change {:+.2f}%\n",
       results.size(), amount_name, 100 * (1 - rule_amount / zeus_amount),
       100 * (1 - rule_energy / zeus_energy), 100 * (rule_time / zeus_time - 1));
+  const double gap = zeus_cost - bound_cost;
+  out << fmt::format(
+      "the rule's cost (eta x {} + (1 - eta) x MAXPOWER x time at the reference) is {:.2f}% below "
+      "Zeus's; the offline bound's (the whole trace known, limits mixed at will) {:.2f}% below, "
+      "at {:+.2f}% time: the rule gets {} of that gap\n",
+      amount_name, 100 * (1 - rule_cost / zeus_cost), 100 * (1 - bound_cost / zeus_cost),
+      100 * (bound_time / zeus_time - 1),
+      gap > 1e-12 * zeus_cost ? fmt::format("{:.0f}%", 100 * (zeus_cost - rule_cost) / gap)
+                              : std::string("all (there is none)"));
   out << fmt::format(
       "against the maximum limit (the Default): Zeus's fixed limit saves {:.2f}% {} at {:+.2f}% "
       "time, the rule {:.2f}% at {:+.2f}%\n",

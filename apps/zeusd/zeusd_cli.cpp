@@ -67,6 +67,8 @@ struct ServeFlags {
   unsigned metrics_period_ms = 1000;
   std::string kubelet_socket;
   unsigned kubelet_period_ms = 5000;
+  std::string kubelet_device_checkpoint;
+  std::string admin_token_file;
 };
 
 struct TokenFlags {
@@ -131,6 +133,8 @@ daemon::DaemonOptions to_options(const ServeFlags& f) {
   o.metrics.period = std::chrono::milliseconds(f.metrics_period_ms);
   o.kubelet_socket = f.kubelet_socket;
   o.kubelet_period = std::chrono::milliseconds(f.kubelet_period_ms);
+  o.kubelet_device_checkpoint = f.kubelet_device_checkpoint;
+  o.admin_token_file = f.admin_token_file;
   if (!f.signing_key_path.empty()) {
     o.api.signing_key = read_key(f.signing_key_path);
   }
@@ -233,6 +237,13 @@ int run_zeusd(int argc, char** argv, std::ostream& out, std::ostream& err) {
   serve_cmd->add_option("--kubelet-period-ms", s.kubelet_period_ms, "how often the kubelet is read")
       ->capture_default_str()
       ->check(CLI::Range(100u, 600000u));
+  serve_cmd->add_option("--kubelet-device-checkpoint", s.kubelet_device_checkpoint,
+                        "the kubelet's device-manager checkpoint "
+                        "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint): a client "
+                        "in a pod may change only the GPUs the kubelet gave that pod");
+  serve_cmd->add_option("--admin-token-file", s.admin_token_file,
+                        "zeusd's admin credential (made when missing; default: STATE_DIR/"
+                        "admin.token): a request sending it may end leases and job records");
 
   TokenFlags t;
   CLI::App* token_cmd = app.add_subcommand("token", "bearer tokens");

@@ -6,7 +6,9 @@
 # unmeasured (a failing prolog would drain the node).
 #
 # Settings (environment, or edit here): ZEUS (the zeus program), ZEUSD_SOCK_PATH (zeusd's
-# socket, default /run/zeusd/zeusd.sock).
+# socket, default /run/zeusd/zeusd.sock), ZEUSD_ADMIN_TOKEN_FILE (zeusd's admin token, which
+# starting and stopping a record needs; default /var/lib/zeusd/admin.token, zeusd's own, which
+# root reads).
 ZEUS=${ZEUS:-zeus}
 args=(job-energy start --job "${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run as a Slurm Prolog}")
 [[ -n "${SLURM_JOB_GPUS:-}" ]] && args+=(--gpus "$SLURM_JOB_GPUS")

@@ -71,6 +71,16 @@ void bind_grid(py::module_& m) {
           },
           py::arg("unix_s"), "The row in force then: (its time, its value).")
       .def(
+          "history_mean",
+          [](const grid::SignalTrace& t, double unix_s, double window_s) {
+            return t.history_mean(from_unix_s(unix_s),
+                                  std::chrono::duration_cast<grid::Clock::duration>(
+                                      std::chrono::duration<double>(window_s)));
+          },
+          py::arg("unix_s"), py::arg("window_s"),
+          "The time-weighted mean over the part of the window before unix_s the rows cover, or "
+          "None.")
+      .def(
           "mean_over",
           [](const grid::SignalTrace& t, double unix_s, double horizon_s) {
             return t.mean_over(from_unix_s(unix_s),
@@ -120,16 +130,17 @@ void bind_grid(py::module_& m) {
              o.relative_change = relative_change;
              return optimize::GridFollower(std::move(m), o);
            }),
-           py::arg("profile"), py::arg("eta"), py::arg("max_power_w"), py::arg("signal_max"),
-           py::arg("interval_s") = 1800.0, py::arg("relative_change") = 0.10)
+           py::arg("profile"), py::arg("eta"), py::arg("max_power_w"),
+           py::arg("signal_max") = optimize::kGridReference, py::arg("interval_s") = 1800.0,
+           py::arg("relative_change") = 0.10)
       .def(
           "observe",
-          [](optimize::GridFollower& f, double signal, double now_s,
-             std::optional<double> forecast) -> py::object {
+          [](optimize::GridFollower& f, double signal, double now_s, std::optional<double> forecast,
+             std::optional<double> reference) -> py::object {
             const auto c = f.observe(signal,
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          std::chrono::duration<double>(now_s)),
-                                     forecast);
+                                     forecast, reference);
             if (!c) {
               return py::none();
             }
@@ -138,14 +149,25 @@ void bind_grid(py::module_& m) {
             d["changed"] = c->changed;
             d["reason"] = c->reason;
             d["signal"] = c->signal;
+            d["reference"] = c->reference;
             return d;
           },
           py::arg("signal"), py::arg("now_s"), py::arg("forecast") = py::none(),
-          "A dict (power_limit_mw, changed, reason, signal) when the rule chose again, else "
-          "None; the first call always chooses.")
+          py::arg("reference") = py::none(),
+          "A dict (power_limit_mw, changed, reason, signal, reference) when the rule chose again, "
+          "else None; the first call always chooses. `reference` is the grid's own (used where "
+          "signal_max is 0).")
       .def_property_readonly("power_limit_mw", &optimize::GridFollower::limit_mw)
       .def_property_readonly("zeus_limit_mw", &optimize::GridFollower::zeus_limit_mw);
 
+  m.def(
+      "parse_grid_reference",
+      [](const std::string& text, const std::string& what, bool carbon) {
+        return optimize::parse_grid_reference(text, what, carbon);
+      },
+      py::arg("text"), py::arg("what"), py::arg("carbon"),
+      "'grid' (0: the grid's own), 'chase' (750) or a number > 0, as ZEUS_MAX_CARBON_INTENSITY.");
+  m.attr("GRID_REFERENCE_WINDOW_S") = std::chrono::duration<double>(grid::kReferenceWindow).count();
   m.def("grid_eta", &optimize::grid_eta, py::arg("eta"), py::arg("signal"), py::arg("signal_max"),
         "Zeus's knob under the signal (optimize/grid_rule.h).");
 }

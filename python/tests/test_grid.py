@@ -435,7 +435,8 @@ def test_the_rule_is_the_formula_and_zeus_at_the_reference(nvml, tmp_path: Path)
     trace = tmp_path / "ci.csv"
     write_trace(trace, hours_around_now(100))
     plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceCarbonIntensityProvider(trace),
-                                         eta_knob=0.8, profile_path=profile, poll_s=0.02)
+                                         eta_knob=0.8, profile_path=profile, poll_s=0.02,
+                                         max_carbon_intensity="chase")
     try:
         zeus_w = ZeusCost(0.8, world_size=2).select(plo.measurements)
         assert zeus_w == 250 and nvml.limits_w() == [250, 250]
@@ -456,7 +457,7 @@ def test_a_change_of_signal_moves_the_limits_within_the_interval(nvml, tmp_path:
     write_trace(trace, hours_around_now(100))
     plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceCarbonIntensityProvider(trace),
                                          eta_knob=0.8, profile_path=profile, poll_s=0.02,
-                                         interval_s=3600)
+                                         interval_s=3600, max_carbon_intensity=750)
     wait_for(lambda: plo._poller.latest == 100)
     plo.on_step_begin()
     assert nvml.limits_w() == [300, 300]
@@ -485,7 +486,8 @@ def test_the_rule_chooses_for_the_interval_ahead_where_the_trace_reaches_it(
     assert provider.get_forecast_mean(3600) == pytest.approx(1550)  # half 100, half 3000
     assert provider.get_forecast_mean(4 * 3600) is None  # past the trace's end
     plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), provider, eta_knob=0.8,
-                                         profile_path=profile, poll_s=0.02, interval_s=3600)
+                                         profile_path=profile, poll_s=0.02, interval_s=3600,
+                                         max_carbon_intensity="chase")
     try:
         wait_for(lambda: plo._poller.latest_forecast is not None)
         plo.on_step_begin()
@@ -506,7 +508,8 @@ def test_a_dead_provider_never_holds_up_training(nvml, tmp_path: Path, api: Fake
     api.routes["/v3/carbon-intensity/latest"] = (200, dict(LATEST, carbonIntensity=100))
     client = ElectrictyMapsClient((42.28, -83.74), timeout_s=0.3)
     plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), client, eta_knob=0.8,
-                                         profile_path=profile, poll_s=0.02)
+                                         profile_path=profile, poll_s=0.02,
+                                         max_carbon_intensity="chase")
     wait_for(lambda: plo._poller.latest == 100)
     plo.on_step_begin()
     assert nvml.limits_w() == [300, 300]
@@ -529,11 +532,54 @@ def test_a_dead_provider_never_holds_up_training(nvml, tmp_path: Path, api: Fake
     assert nvml.limits_w() == [280, 280]
 
 
+def test_the_default_reference_is_the_grids_own_day(nvml, tmp_path: Path) -> None:
+    """Issue #52: by default the reference is the grid's mean over the last day (the provider's
+    get_history_mean): an hour at 300 after a day at 100 is dirty for this grid, so the limit goes
+    below Zeus's, where Chase's 750 would run it faster; a flat grid keeps Zeus's choice."""
+    profile = tmp_path / "profile.json"
+    save_profile(profile, [PowerLimitMeasurement(w, e, t) for w, (e, t) in PROFILE.items()])
+    hour = math.floor(time.time() / 3600) * 3600
+    trace = tmp_path / "ci.csv"
+    write_trace(trace, [(hour - 3600 * h, 100) for h in range(24, 0, -1)] + [(hour, 300)])
+    provider = TraceCarbonIntensityProvider(trace, clock=lambda: hour + 60)
+    assert provider.get_history_mean(86400) == pytest.approx((100 * (86400 - 60) + 300 * 60)
+                                                             / 86400)
+    plo = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), provider, eta_knob=0.8,
+                                         profile_path=profile, poll_s=0.02)
+    try:
+        assert plo.signal_max == 0.0  # "grid"
+        wait_for(lambda: plo._poller.latest_reference is not None)
+        plo.on_step_begin()
+        [choice] = plo.choices
+        assert choice["reference"] == pytest.approx(100, rel=1e-2)
+        zeus_w = ZeusCost(0.8, world_size=2).select(plo.measurements)
+        expected = formula_limit_w(0.8, 300, choice["reference"], 600)
+        assert expected < zeus_w <= formula_limit_w(0.8, 300, 750, 600)
+        assert nvml.limits_w() == [expected, expected]
+    finally:
+        plo.close()
+    write_trace(trace, hours_around_now(300))
+    flat = CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceCarbonIntensityProvider(trace),
+                                          eta_knob=0.8, profile_path=profile, poll_s=0.02)
+    try:
+        wait_for(lambda: flat._poller.latest_reference is not None)
+        flat.on_step_begin()
+        assert flat.choices and nvml.limits_w() == [zeus_w, zeus_w]
+    finally:
+        flat.close()
+
+
 def test_bad_providers_and_references(nvml, tmp_path: Path) -> None:
     trace = tmp_path / "price.csv"
     write_trace(trace, hours_around_now(0.1), "price_per_kwh")
-    with pytest.raises(ValueError, match="max_price"):
-        CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceElectricityPriceProvider(trace))
+    with pytest.raises(ValueError, match="max_price='chase'"):
+        CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceElectricityPriceProvider(trace),
+                                       max_price="chase")
+    carbon = tmp_path / "ci.csv"
+    write_trace(carbon, hours_around_now(100))
+    with pytest.raises(ValueError, match="max_carbon_intensity='-3'"):
+        CarbonAwarePowerLimitOptimizer(ZeusMonitor(), TraceCarbonIntensityProvider(carbon),
+                                       max_carbon_intensity=-3)
     with pytest.raises(TypeError, match="provider"):
         CarbonAwarePowerLimitOptimizer(ZeusMonitor(), object())
 

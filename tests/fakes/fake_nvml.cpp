@@ -20,6 +20,10 @@
 // Like the real library, setters refuse a process whose euid is not 0 (NO_PERMISSION), unless
 // the state says "permissive" (tests whose unprivileged processes set limits directly).
 // Energy grows at power_mw from init.
+// A container's view: $FAKE_NVML_VISIBLE_UUIDS (a comma list of UUIDs) makes this process's NVML
+// list only those GPUs, numbered from 0 in the machine's order, as NVIDIA's container runtime
+// shows a pod only the GPUs its device plugin gave it; every other process (zeusd) sees the
+// whole machine. Unset: every GPU.
 // Faults: init_error (nvmlInit returns it), set_no_permission (sets return NO_PERMISSION),
 // lost_after_calls (device calls after that many return GPU_IS_LOST), lost_when_exists (device
 // calls return GPU_IS_LOST once that file exists: a test loses the GPU when it chooses, without
@@ -45,6 +49,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "fake_state_file.h"
 #include "zeus/device/nvml/nvml_api.h"
@@ -62,6 +67,21 @@ struct FakeState : fake_state::StateFile {
 FakeState& fake() {
   static FakeState s;
   return s;
+}
+
+// The state's GPU indices this process sees, in order ($FAKE_NVML_VISIBLE_UUIDS; all without it).
+std::vector<size_t> visible_gpus() {
+  const auto& gpus = fake().state["gpus"];
+  std::vector<size_t> out;
+  const char* env = std::getenv("FAKE_NVML_VISIBLE_UUIDS");
+  const std::string wanted = env != nullptr ? "," + std::string(env) + "," : "";
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (wanted.empty() ||
+        wanted.find("," + gpus[i].value("uuid", std::string()) + ",") != std::string::npos) {
+      out.push_back(i);
+    }
+  }
+  return out;
 }
 
 // Resolves a handle to its GPU index, counting the call for the GPU-lost fault.
@@ -288,7 +308,7 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetCount)(unsigned int* count)
       return NVML_ERROR_UNINITIALIZED;
     }
     fake().refresh();
-    *count = static_cast<unsigned int>(fake().state["gpus"].size());
+    *count = static_cast<unsigned int>(visible_gpus().size());
     return NVML_SUCCESS;
   });
 }
@@ -300,10 +320,11 @@ FAKE_EXPORT nvmlReturn_t FAKE_VERSIONED(nvmlDeviceGetHandleByIndex)(unsigned int
     if (!fake().initialized) {
       return NVML_ERROR_UNINITIALIZED;
     }
-    if (index >= fake().state["gpus"].size() || device == nullptr) {
+    const std::vector<size_t> visible = visible_gpus();
+    if (index >= visible.size() || device == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(index) + 1);
+    *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(visible[index]) + 1);
     return NVML_SUCCESS;
   });
 }
@@ -428,7 +449,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     const auto& gpus = fake().state["gpus"];
-    for (size_t i = 0; i < gpus.size(); ++i) {
+    for (const size_t i : visible_gpus()) {
       if (gpus[i].at("uuid").get<std::string>() == uuid) {
         *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(i) + 1);
         return NVML_SUCCESS;

@@ -82,6 +82,19 @@ def check_services(docs: list[dict], where: str, socket_host_dir: str) -> None:
         kvolume = next(v for v in dspec["volumes"] if v["name"] == kmount["name"])
         check(kvolume.get("hostPath", {}).get("path") == kmount["mountPath"],
               f"{where}: {name}'s kubelet mount is the host's {kmount['mountPath']}")
+    # zeusd sees pods' pids (leases that survive its restart, a pod named by its cgroup) and
+    # reads the kubelet's allocations from a read-only mount of the host's directory.
+    check(spec.get("hostPID") is True, f"{where}: zeusd runs with hostPID: true")
+    checkpoint = next((a.split("=", 1)[1] for a in c["args"]
+                       if a.startswith("--kubelet-device-checkpoint=")), "")
+    cmount = next((m for m in c.get("volumeMounts", [])
+                   if checkpoint.startswith(m["mountPath"] + "/")), None)
+    check(cmount is not None and cmount.get("readOnly") is True,
+          f"{where}: zeusd reads the device checkpoint {checkpoint!r} from a read-only mount")
+    if cmount is not None:
+        cvolume = next(v for v in spec["volumes"] if v["name"] == cmount["name"])
+        check(cvolume.get("hostPath", {}).get("path") == cmount["mountPath"],
+              f"{where}: zeusd's device-plugins mount is the host's {cmount['mountPath']}")
     ports = {p["name"]: p["containerPort"]
              for p in exporter["spec"]["template"]["spec"]["containers"][0]["ports"]}
     service = by_kind(docs, "Service", "zeus-exporter")[0]

@@ -237,6 +237,13 @@ class TraceFile:
         unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
         return self.trace.mean_over(unix_s, horizon_s)
 
+    def history_mean(self, when: datetime | float, window_s: float) -> float | None:
+        """The time-weighted mean over the part of [when - window_s, when) the rows cover, or
+        None where they cover none of it."""
+        self.reload()
+        unix_s = when.timestamp() if isinstance(when, datetime) else float(when)
+        return self.trace.history_mean(unix_s, window_s)
+
     def points(self) -> list[tuple[datetime, float]]:
         self.reload()
         return [(to_datetime(t), v) for t, v in self.trace.points]

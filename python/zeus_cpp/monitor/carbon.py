@@ -135,6 +135,7 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
         self._latest: tuple[float, float] | None = None  # (Unix s it holds from, value)
         self._forecast: tuple[float, object] | None = None  # (fetched at, _core.SignalTrace)
         self._forecast_refused = False
+        self._history: tuple[float, object] | None = None  # (fetched at, _core.SignalTrace)
 
     def _url(self, route: str, **extra: object) -> str:
         params: dict[str, object] = {"lat": self.lat, "lon": self.long}
@@ -220,6 +221,20 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
             raise ZeusCarbonIntensityNotFoundError(str(e)) from e
         return mean()
 
+    def get_history_mean(self, window_s: float) -> float | None:
+        """zeus-cpp's: the mean of ``carbon-intensity/history`` (the last 24 hours) over the
+        last `window_s`, fetched at most once an hour: the grid's own reference of
+        ``CarbonAwarePowerLimitOptimizer`` (docs/grid.md). None where it covers none of it."""
+        now = time.time()
+        if self._history is None or not 0 <= now - self._history[0] < 3600:
+            doc = self._get("history")
+            try:
+                trace = _core.SignalTrace.parse(json.dumps(doc), self._url("history"), "carbon")
+            except _core.ConfigError as e:
+                raise ZeusCarbonIntensityNotFoundError(str(e)) from e
+            self._history = (now, trace)
+        return self._history[1].history_mean(now, window_s)
+
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
         doc = self._get("history")
         try:
@@ -260,6 +275,11 @@ class TraceCarbonIntensityProvider(CarbonIntensityProvider):
         """zeus-cpp's: the mean over the next `horizon_s` where the trace reaches that far (a
         forecast export), else None. ``CarbonAwarePowerLimitOptimizer`` rules on it."""
         return self._file.mean_over(self._clock(), horizon_s)
+
+    def get_history_mean(self, window_s: float) -> float | None:
+        """zeus-cpp's: the mean over the last `window_s` the trace covers, else None: the
+        grid's own reference of ``CarbonAwarePowerLimitOptimizer`` (docs/grid.md)."""
+        return self._file.history_mean(self._clock(), window_s)
 
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
         return dict(self._file.points())

@@ -189,6 +189,11 @@ class TraceElectricityPriceProvider(ElectricityPriceProvider):
         far (day-ahead prices), else None. ``CarbonAwarePowerLimitOptimizer`` rules on it."""
         return self._file.mean_over(self._clock(), horizon_s)
 
+    def get_history_mean(self, window_s: float) -> float | None:
+        """zeus-cpp's: the mean over the last `window_s` the trace covers, else None: the
+        grid's own reference of ``CarbonAwarePowerLimitOptimizer`` (docs/grid.md)."""
+        return self._file.history_mean(self._clock(), window_s)
+
     @property
     def update_period(self) -> timedelta:
         return self._file.step

@@ -5,7 +5,10 @@ grid's carbon intensity (or price) moves, never profiling again.
 For each profiled limit p with energy E(p) and time T(p):
 ``cost(p) = eta * E(p) * S + (1 - eta) * MAXPOWER * S_max * T(p)``, S the signal now, S_max the
 reference. That is ``ZeusCost`` at the knob ``zeus_cpp._core.grid_eta(eta, S, S_max)``, so at
-S = S_max the choice is ``ZeusCost``'s own. The rule is the C++ one (``_core.GridFollower``, as
+S = S_max the choice is ``ZeusCost``'s own. The reference is the grid's own by default (``"grid"``:
+the provider's mean over the last day, ``get_history_mean``; else its forecast of the next day;
+else the mean of the readings so far), so that the rule never leans away from Zeus's trade-off on
+an average hour; ``"chase"`` (750 gCO2eq/kWh) or a number fix it (docs/grid.md). The rule is the C++ one (``_core.GridFollower``, as
 ``zeus::DataLoader``'s jobs and ``zeus simulate --carbon`` run it): the limit is chosen again
 every ``interval_s`` and whenever the signal moved by more than ``relative_change`` since the
 last choice, on the provider's forecast of the next interval where it has one
@@ -42,9 +45,15 @@ class SignalPoller:
     returns None)."""
 
     def __init__(self, read: Callable[[], float], period_s: float, what: str,
-                 forecast: Callable[[], float | None] | None = None) -> None:
+                 forecast: Callable[[], float | None] | None = None,
+                 reference: Callable[[], float | None] | None = None) -> None:
         self._read = read
         self._forecast = forecast
+        self._reference = reference
+        self.latest_reference: float | None = None
+        self._held: tuple[float, float] | None = None  # (monotonic s, value) of the last read
+        self._held_weighted = 0.0
+        self._held_s = 0.0
         self._period_s = period_s
         self._what = what
         self._stop = threading.Event()
@@ -61,10 +70,12 @@ class SignalPoller:
             try:
                 value = float(self._read())
                 forecast = self._read_forecast()
+                reference = self._read_reference(value)
                 if self.failing is not None:
                     logger.info("the %s answers again: %g", self._what, value)
                 self.failing = None
                 self.latest, self.latest_forecast = value, forecast
+                self.latest_reference = reference
             except Exception as e:  # a provider's failure never stops training
                 self.failures += 1
                 if self.failing is None:
@@ -89,6 +100,25 @@ class SignalPoller:
             self._forecast_failing = True
             return None
 
+    def _read_reference(self, value: float) -> float | None:
+        """The grid's own reference (the provider's, else the mean of the readings so far, each
+        held until the next), as the C++ poller's; None without a reference function."""
+        if self._reference is None:
+            return None
+        now = time.monotonic()
+        if self._held is not None:
+            self._held_weighted += self._held[1] * (now - self._held[0])
+            self._held_s += now - self._held[0]
+        self._held = (now, value)
+        try:
+            given = self._reference()
+            if given is not None:
+                return float(given)
+        except Exception as e:  # the readings' own mean serves
+            logger.warning("no history or forecast of the %s for the grid's reference (%s)",
+                           self._what, e)
+        return self._held_weighted / self._held_s if self._held_s > 0 else value
+
     def close(self) -> None:
         self._stop.set()
 
@@ -101,8 +131,9 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
         """Power limits that follow the grid's carbon intensity or electricity price.
 
         ``provider``: a ``CarbonIntensityProvider`` (S in gCO2eq/kWh, reference
-        ``max_carbon_intensity``, Chase's 750) or an ``ElectricityPriceProvider`` (S in $/kWh,
-        reference ``max_price``, required). ``eta_knob``: Zeus's knob. ``interval_s``: the
+        ``max_carbon_intensity``) or an ``ElectricityPriceProvider`` (S in $/kWh, reference
+        ``max_price``); each ``"grid"`` by default (the grid's own mean over the last day),
+        ``"chase"`` (750, carbon only) or a number. ``eta_knob``: Zeus's knob. ``interval_s``: the
         limit is chosen again at least this often. The rest are ``GlobalPowerLimitOptimizer``'s.
         zeus-cpp's: ``poll_s`` (how often the provider is read), ``relative_change``,
         ``clock`` (seconds, for the interval). Under torch.distributed every rank constructs
@@ -121,7 +152,7 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
             monitor: ZeusMonitor,
             provider: CarbonIntensityProvider | ElectricityPriceProvider,
             eta_knob: float = 0.5,
-            max_carbon_intensity: float = 750.0,
+            max_carbon_intensity: float | str = "grid",
             interval_s: float = 1800.0,
             wait_steps: int = 1,
             warmup_steps: int = 10,
@@ -129,27 +160,28 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
             pl_step: int = 25,
             profile_path: str | Path | None = None,
             *,
-            max_price: float | None = None,
+            max_price: float | str = "grid",
             poll_s: float = 300.0,
             relative_change: float = 0.10,
             clock: Callable[[], float] = time.monotonic,
         ) -> None:
-            if isinstance(provider, CarbonIntensityProvider):
+            carbon = isinstance(provider, CarbonIntensityProvider)
+            if carbon:
                 self.signal_kind = "carbon intensity"
-                self.signal_max = float(max_carbon_intensity)
+                reference = max_carbon_intensity
                 read = provider.get_current_carbon_intensity
             elif isinstance(provider, ElectricityPriceProvider):
-                if max_price is None:
-                    raise ValueError("a price provider needs max_price ($/kWh), the price at "
-                                     "which the choice is Zeus's")
                 self.signal_kind = "electricity price"
-                self.signal_max = float(max_price)
+                reference = max_price
                 read = lambda: provider.price_at(datetime.now(timezone.utc))  # noqa: E731
             else:
                 raise TypeError(f"provider must be a CarbonIntensityProvider or an "
                                 f"ElectricityPriceProvider, not {type(provider).__name__}")
-            if not self.signal_max > 0:
-                raise ValueError(f"the reference must be positive, got {self.signal_max}")
+            try:  # 0.0: the grid's own (its mean over the last day)
+                self.signal_max = _core.parse_grid_reference(
+                    str(reference), "max_carbon_intensity" if carbon else "max_price", carbon)
+            except _core.ConfigError as e:
+                raise ValueError(str(e)) from e
             if not interval_s > 0 or not poll_s > 0 or relative_change < 0:
                 raise ValueError("interval_s and poll_s must be positive, relative_change >= 0")
             self.provider = provider
@@ -165,9 +197,17 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
                 monitor.gpu_indices)), wait_steps, warmup_steps, profile_steps, pl_step,
                 profile_path)
             forecast = getattr(provider, "get_forecast_mean", None)
+            history = getattr(provider, "get_history_mean", None)
+            window = _core.GRID_REFERENCE_WINDOW_S
+
+            def grid_reference() -> float | None:
+                given = history(window) if history is not None else None
+                return forecast(window) if given is None and forecast is not None else given
+
             self._poller = None if self.measure_only else SignalPoller(
                 read, poll_s, self.signal_kind,
-                (lambda: forecast(interval_s)) if forecast is not None else None)
+                (lambda: forecast(interval_s)) if forecast is not None else None,
+                grid_reference if self.signal_max == 0 else None)
 
         def _make_follower(self):  # -> _core.GridFollower
             world = self.optimum_selector.world_size
@@ -178,34 +218,39 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
                 signal_max=self.signal_max, interval_s=self.interval_s,
                 relative_change=self.relative_change)
 
-        def choose(self, signal: float) -> int:
-            """The rule's limit (mW) at `signal` over the profile."""
-            return self._make_follower().observe(signal, 0.0)["power_limit_mw"]
+        def choose(self, signal: float, reference: float | None = None) -> int:
+            """The rule's limit (mW) at `signal` over the profile (under the grid's own
+            reference, at `reference`; without one, Zeus's choice)."""
+            return self._make_follower().observe(signal, 0.0, None, reference)["power_limit_mw"]
 
-        def _shared_reading(self) -> tuple[float, float | None, float] | None:
-            """Rank 0's latest reading, forecast and clock on every rank (one collective under
-            torch.distributed), so that all ranks choose on one value at the same check; None
-            until rank 0 has read the signal."""
-            mine = self._poller.latest if self._poller is not None else None
-            ahead = self._poller.latest_forecast if self._poller is not None else None
+        def _shared_reading(self) -> tuple[float, float | None, float | None, float] | None:
+            """Rank 0's latest reading, forecast, reference and clock on every rank (one
+            collective under torch.distributed), so that all ranks choose on one value at the
+            same check; None until rank 0 has read the signal."""
+            poller = self._poller
+            mine = poller.latest if poller is not None else None
+            ahead = poller.latest_forecast if poller is not None else None
+            ref = poller.latest_reference if poller is not None else None
             now = self._clock()
             if self._world == 1:
-                return None if mine is None else (mine, ahead, now)
+                return None if mine is None else (mine, ahead, ref, now)
             from zeus_cpp.optimizer.power_limit import _rank
 
-            share = [0.0] * 5
+            share = [0.0] * 7
             if _rank() == 0:
-                share[4] = now
+                share[6] = now
                 if mine is not None:
-                    share[:4] = [1.0, mine, 1.0 if ahead is not None else 0.0, ahead or 0.0]
-            known, value, forecast_known, forecast, now = _all_reduce(share, "sum")
+                    share[:6] = [1.0, mine, 1.0 if ahead is not None else 0.0, ahead or 0.0,
+                                 1.0 if ref is not None else 0.0, ref or 0.0]
+            known, value, ahead_known, ahead, ref_known, ref, now = _all_reduce(share, "sum")
             if not known > 0:
                 return None
-            return value, (forecast if forecast_known > 0 else None), now
+            return (value, ahead if ahead_known > 0 else None, ref if ref_known > 0 else None,
+                    now)
 
-        def _replan(self, signal: float) -> int:
+        def _replan(self, signal: float, reference: float) -> int:
             """The per-GPU plan made again at the signal's knob; this rank's limit (mW)."""
-            self._plan.set_eta(_core.grid_eta(self.eta_knob, signal, self.signal_max))
+            self._plan.set_eta(_core.grid_eta(self.eta_knob, signal, reference))
             self.optimal_power_limits = list(self._plan.plan())
             return self.optimal_power_limits[self._rank]
 
@@ -221,23 +266,24 @@ def make_class(base: type, name: str = "CarbonAwarePowerLimitOptimizer") -> type
             shared = self._shared_reading()
             if shared is None:
                 return
-            value, forecast, now = shared
+            value, forecast, reference, now = shared
             if self._follower is None:
                 self._follower = self._make_follower()
-            choice = self._follower.observe(value, now, forecast)
+            choice = self._follower.observe(value, now, forecast, reference)
             if choice is None:
                 return
             limit = choice["power_limit_mw"]
             entry = {"signal": choice["signal"], "now": value, "forecast": forecast,
-                     "power_limit_mw": limit, "time": now, "reason": choice["reason"]}
+                     "reference": choice["reference"], "power_limit_mw": limit, "time": now,
+                     "reason": choice["reason"]}
             if getattr(self, "_plan", None) is not None and \
                     getattr(self, "optimal_power_limits", None) is not None:
-                limit = self._replan(choice["signal"])
+                limit = self._replan(choice["signal"], choice["reference"])
                 entry["power_limits_mw"] = list(self.optimal_power_limits)
             self.choices.append(entry)
             if limit != self.current_power_limit:
                 logger.info("%s %s (reference %g): power limit %d W (Zeus's choice %d W)",
-                            self.signal_kind, choice["reason"], self.signal_max, limit // 1000,
+                            self.signal_kind, choice["reason"], choice["reference"], limit // 1000,
                             self.state.optimal_power_limit // 1000)
                 self._set_power_limit(limit)
 

@@ -26,6 +26,7 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvZeusdSockPath,
                                    kEnvZeusdHostPort,
                                    kEnvZeusdToken,
+                                   kEnvZeusdAdminTokenFile,
                                    kEnvBsoDatabaseUrl,
                                    kEnvBsoServerUrl,
                                    kEnvBsoBatchSizes,

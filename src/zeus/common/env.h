@@ -32,6 +32,10 @@ inline constexpr EnvVar kEnvZeusdHostPort{
     "host:port of a zeusd served over TCP (used when ZEUSD_SOCK_PATH is not set)"};
 inline constexpr EnvVar kEnvZeusdToken{"ZEUSD_TOKEN", "",
                                        "Bearer token for zeusd (needed over TCP)"};
+// Read only by `zeus job-energy start|stop` (the Slurm prolog and epilog), never by a job.
+inline constexpr EnvVar kEnvZeusdAdminTokenFile{
+    "ZEUSD_ADMIN_TOKEN_FILE", "/var/lib/zeusd/admin.token",
+    "zeusd's admin token file, for `zeus job-energy start|stop` (root on the host reads it)"};
 // Upstream Zeus's name: the batch-size service's database (zeus bso-server).
 inline constexpr EnvVar kEnvBsoDatabaseUrl{
     "ZEUS_BSO_DATABASE_URL", "sqlite:///zeus_bso.db",
@@ -110,12 +114,15 @@ inline constexpr EnvVar kEnvCarbonLocation{
 inline constexpr EnvVar kEnvElectricityPrice{
     "ZEUS_ELECTRICITY_PRICE", "",
     "After profiling, the limit follows the price of electricity: a trace file (CSV "
-    "datetime,price_per_kwh); needs ZEUS_MAX_PRICE"};
+    "datetime,price_per_kwh)"};
 inline constexpr EnvVar kEnvMaxCarbonIntensity{
-    "ZEUS_MAX_CARBON_INTENSITY", "750",
-    "gCO2eq/kWh at which the grid rule's choice is Zeus's own (Chase's max_carbon)"};
-inline constexpr EnvVar kEnvMaxPrice{"ZEUS_MAX_PRICE", "",
-                                     "$/kWh at which the grid rule's choice is Zeus's own"};
+    "ZEUS_MAX_CARBON_INTENSITY", "grid",
+    "gCO2eq/kWh at which the grid rule's choice is Zeus's own: grid (the grid's mean over the last "
+    "day), chase (Chase's 750) or a number"};
+inline constexpr EnvVar kEnvMaxPrice{
+    "ZEUS_MAX_PRICE", "grid",
+    "$/kWh at which the grid rule's choice is Zeus's own: grid (the price's mean over the last "
+    "day) or a number"};
 inline constexpr EnvVar kEnvGridInterval{
     "ZEUS_GRID_INTERVAL", "30m",
     "The grid rule chooses the limit again at least this often (and when the signal moves > 10%)"};

@@ -7,6 +7,7 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/errors.h"
+#include "zeus/common/logging.h"
 
 namespace zeus {
 
@@ -54,6 +55,40 @@ std::string read_secret_file(const std::filesystem::path& path, const std::strin
         fmt::format("{} {} is empty: write the secret on its first line", what, path.string()));
   }
   return secret;
+}
+
+WatchedSecretFile::WatchedSecretFile(std::filesystem::path path, std::string what)
+    : path_(std::move(path)), what_(std::move(what)) {
+  stamp_ = stamp();
+  secret_ = read_secret_file(path_, what_);
+}
+
+std::optional<WatchedSecretFile::Stamp> WatchedSecretFile::stamp() const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    return std::nullopt;
+  }
+  return Stamp{static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size),
+               static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+std::string WatchedSecretFile::current() {
+  const std::optional<Stamp> now = stamp();
+  std::lock_guard lock(mu_);
+  if (now && now != stamp_) {
+    try {
+      secret_ = read_secret_file(path_, what_);
+      stamp_ = now;
+      logger().info("{} {} changed: its new secret is in use", what_, path_.string());
+      failing_ = false;
+    } catch (const ConfigError& e) {
+      if (!failing_) {
+        logger().warn("{}; the last secret read from it stays in use", e.what());
+        failing_ = true;
+      }
+    }
+  }
+  return secret_;
 }
 
 }  // namespace zeus

@@ -122,12 +122,13 @@ std::string to_json(const TrainResult& r) {
                          {"step", c.step},
                          {"signal", c.signal},
                          {"power_limit", watts(c.power_limit_mw)},
-                         {"reason", c.reason}});
+                         {"reason", c.reason},
+                         {"reference", c.reference}});
     }
     j["grid"] = {{"signal", g.signal},
                  {"unit", g.unit},
                  {"source", g.source},
-                 {"signal_max", g.signal_max},
+                 {"signal_max", g.signal_max > 0 ? json(g.signal_max) : json("grid")},
                  {"amount", g.amount},
                  {"estimated_saving", g.estimated_saving},
                  {"estimated_time_saving", g.estimated_time_saving_s},
@@ -230,7 +231,9 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
       s.signal = g.value("signal", std::string());
       s.unit = g.value("unit", std::string());
       s.source = g.value("source", std::string());
-      s.signal_max = g.value("signal_max", 0.0);
+      s.signal_max = g.contains("signal_max") && g["signal_max"].is_number()
+                         ? g["signal_max"].get<double>()
+                         : 0.0;  // "grid": the grid's own
       s.amount = g.value("amount", 0.0);
       s.estimated_saving = g.value("estimated_saving", 0.0);
       s.estimated_time_saving_s = g.value("estimated_time_saving", 0.0);
@@ -241,7 +244,7 @@ TrainResult train_result_from_json(std::string_view text, std::string_view sourc
         s.choices.push_back({static_cast<int>(json_int(c.at("epoch"), "grid.choices[].epoch")),
                              json_int(c.at("step"), "grid.choices[].step"), c.value("signal", 0.0),
                              mw_from_watts(c.at("power_limit"), "grid.choices[].power_limit"),
-                             c.value("reason", std::string())});
+                             c.value("reason", std::string()), c.value("reference", 0.0)});
       }
       r.grid = std::move(s);
     }

@@ -53,15 +53,16 @@ struct GridChoiceRecord {
   double signal = 0;
   int64_t power_limit_mw = 0;  // the highest when the limits are per GPU
   std::string reason;
+  double reference = 0;  // the S_max the rule chose at (the grid's own, or the fixed one)
 };
 
 // The grid's signal during a job (ZEUS_CARBON_INTENSITY or ZEUS_ELECTRICITY_PRICE).
 struct GridSummary {
-  std::string signal;  // "carbon_intensity" or "electricity_price"
-  std::string unit;    // of `amount`: "gCO2eq" or "$"
-  std::string source;  // the provider
-  double signal_max = 0;
-  double amount = 0;  // the epochs' grid_amount, summed
+  std::string signal;     // "carbon_intensity" or "electricity_price"
+  std::string unit;       // of `amount`: "gCO2eq" or "$"
+  std::string source;     // the provider
+  double signal_max = 0;  // a fixed reference; 0: the grid's own ("signal_max": "grid" in JSON)
+  double amount = 0;      // the epochs' grid_amount, summed
   // Estimated from the profile for the steps run after profiling: what following the signal
   // saved against Zeus's fixed choice over the same steps, in `unit` and s (negative: spent
   // more). One limit only (per-GPU plans leave them 0).

@@ -13,10 +13,12 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/mac.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
+#include "zeus/process/watch.h"
 
 namespace zeus::daemon {
 
@@ -84,21 +86,40 @@ std::string_view group_of(std::string_view path) {
 
 }  // namespace
 
-// Who is asking: the token's claims when auth is on, the socket peer when there is one.
+// Who is asking: the token's claims when auth is on, the socket peer when there is one, and
+// whether it sent zeusd's admin token.
 struct Api::Caller {
   std::optional<TokenClaims> claims;
   std::optional<http::PeerCredentials> peer;
+  bool admin_token = false;
 
   Actor actor() const {
     Actor a;
     if (peer) {
       a.uid = peer->uid;
-      a.admin = peer->uid == 0;
-      const auto ticks = process_start_ticks(peer->pid);
-      a.process = Holder{peer->uid, peer->pid, ticks.value_or(0)};
-      a.name = fmt::format("uid {} pid {}", peer->uid, peer->pid);
+      a.admin = admin_token;
+      if (peer->pid > 0) {
+        const auto ticks = process_start_ticks(peer->pid);
+        a.process = Holder{peer->uid, peer->pid, ticks.value_or(0)};
+        a.name = fmt::format("uid {} pid {}", peer->uid, peer->pid);
+      } else {
+        // Its pid is in a PID namespace this daemon cannot see: watched through its pidfd where
+        // the kernel gave one (else it cannot hold a lease; LeaseKeeper::change refuses).
+        a.name = fmt::format("uid {} (pid unknown: another PID namespace)", peer->uid);
+        if (peer->pidfd) {
+          uint64_t id = process::pidfd_process_id(peer->pidfd->get());
+          if (id == 0) {
+            id = (uint64_t{1} << 63) | peer->connection_id;
+          }
+          a.process = Holder{peer->uid, 0, 0, id};
+          a.pidfd = peer->pidfd;
+        }
+      }
       if (claims) {
         a.name += fmt::format(" (token '{}')", claims->sub);
+      }
+      if (a.admin) {
+        a.name += " (admin token)";
       }
     } else {
       // TCP: no process to watch. The token's holder acts as an administrator would: the
@@ -108,6 +129,7 @@ struct Api::Caller {
     }
     if (a.admin) {
       a.process.reset();
+      a.pidfd.reset();
     }
     return a;
   }
@@ -146,6 +168,16 @@ Response Api::handle(const Request& request) {
     }
     Caller caller;
     caller.peer = request.peer;
+    if (const auto given = request.header("x-zeusd-admin-token")) {
+      if (!options_.admin_token || !constant_time_equal(*given, *options_.admin_token)) {
+        return error_json(
+            403, fmt::format("X-Zeusd-Admin-Token is not this zeusd's admin token "
+                             "({}); send that file's contents, or no such header",
+                             options_.admin_token_path.empty() ? "it has none"
+                                                               : options_.admin_token_path));
+      }
+      caller.admin_token = true;
+    }
     const bool open_path = request.path == "/discover" || request.path == "/time";
     if (!options_.signing_key) {
       if (request.path.starts_with("/auth/")) {
@@ -241,17 +273,24 @@ Response Api::job_energy(const Request& request, const Caller& caller) {
             : (path != "/job_energy/report" || request.method != "GET")) {
     return Response::text(404, "");
   }
-  // On the socket, root; over TCP, a token with gpu-control (a reader's token, or no token at
-  // all where TCP serves without a key, must not end or fake another job's record).
+  // zeusd's admin token (a Slurm prolog and epilog: root on the host reads its file); over TCP
+  // also a token with gpu-control (a reader's token, or no token at all where TCP serves without
+  // a key, must not end or fake another job's record). Root alone is not enough: a root pod
+  // must not end another job's record.
   const auto scopes = caller.claims ? caller.claims->scopes : std::vector<std::string>{};
   const bool allowed =
-      caller.peer ? caller.peer->uid == 0
-                  : std::find(scopes.begin(), scopes.end(), kGroupGpuControl) != scopes.end();
+      caller.admin_token ||
+      (!caller.peer && std::find(scopes.begin(), scopes.end(), kGroupGpuControl) != scopes.end());
   if (write && !allowed) {
-    return error_json(403, fmt::format("{}: only root on the socket (a Slurm prolog or epilog), or "
-                                       "a token with the gpu-control scope over TCP, starts and "
-                                       "stops a job's energy record; {} may read reports",
-                                       path, caller.actor().name));
+    return error_json(
+        403, fmt::format("{}: only a holder of zeusd's admin token ({}; `zeus job-energy "
+                         "--admin-token-file`, as the Slurm prolog and epilog send it), or a "
+                         "token with the gpu-control scope over TCP, starts and stops a job's "
+                         "energy record; {} may read reports",
+                         path,
+                         options_.admin_token_path.empty() ? "none on this daemon"
+                                                           : options_.admin_token_path,
+                         caller.actor().name));
   }
   try {
     if (path == "/job_energy/report") {
@@ -279,8 +318,11 @@ Response Api::discover() const {
   json gpus = json::array();
   for (int i = 0; i < gpus_.count(); ++i) {
     const GpuIdentity id = gpus_.identity(i);
+    // "uuid" is zeus-cpp's: its clients find their GPUs by it (a pod numbers its GPUs from 0;
+    // Note [GPU identity] in docs/zeusd.md). Upstream's clients read the other keys only.
     gpus.push_back({{"id", i},
                     {"name", id.name},
+                    {"uuid", id.uuid},
                     {"pci_address", id.pci_address},
                     {"cumulative_energy_available", id.energy_available}});
   }

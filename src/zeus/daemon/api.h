@@ -25,6 +25,10 @@ struct ApiOptions {
   std::optional<std::string> signing_key;
   // /cpu/get_power reads twice, 1/cpu_poll_hz apart.
   double cpu_poll_hz = 10;
+  // zeusd's admin token (admin_token.h) and its file (for messages): a request that sends it as
+  // X-Zeusd-Admin-Token is an administrator's. None: no request is, on the socket.
+  std::optional<std::string> admin_token;
+  std::string admin_token_path;
 };
 
 class Api {

@@ -11,6 +11,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/parse.h"
+#include "zeus/daemon/admin_token.h"
 #include "zeus/daemon/command_overrides.h"
 #include "zeus/daemon/gpu_set_control.h"
 #include "zeus/daemon/pod_records.h"
@@ -147,6 +148,29 @@ void check_privileges(const DaemonOptions& o, const CommandOverrides& overrides)
 
 }  // namespace
 
+kube::MigParent mig_parent_of(const device::GpuSet* set) {
+  if (set == nullptr) {
+    return {};
+  }
+  return [set](std::string_view instance) { return set->mig_parent_uuid(instance); };
+}
+
+GpuOfDevice gpu_of_device(const device::GpuSet* set) {
+  std::map<std::string, int> by_key;  // a GPU's UUID and PCI address, lower case
+  for (int g = 0; set != nullptr && g < set->count(); ++g) {
+    for (const std::string& id : {set->uuid(g), set->pci_address(g)}) {
+      if (!id.empty()) {
+        by_key[to_lower(id)] = g;
+      }
+    }
+  }
+  return [by_key, mig_parent = mig_parent_of(set)](const std::string& id) -> std::optional<int> {
+    const auto key = kube::gpu_key_of_device(id, mig_parent);
+    const auto it = key ? by_key.find(*key) : by_key.end();
+    return it == by_key.end() ? std::nullopt : std::optional(it->second);
+  };
+}
+
 std::string check_gpu_backend(const std::string& name) {
   std::vector<std::string> machine{"auto"};
   for (const device::GpuBackend& b : device::gpu_backends()) {
@@ -223,6 +247,11 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
         "`zeusd token issue`), or leave gpu-control out of --enable");
   }
   check_state_dir(options_.state_dir);
+  const std::filesystem::path admin_token = options_.admin_token_file.empty()
+                                                ? options_.state_dir / "admin.token"
+                                                : options_.admin_token_file;
+  options_.api.admin_token = load_or_create_admin_token(admin_token);
+  options_.api.admin_token_path = admin_token.string();
   std::string why;
   gpu_set_ = open_machine_gpus(options_, &why);
   gpus_ = control_of(gpu_set_.get(), overrides);
@@ -250,27 +279,37 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
       return watcher->owner_of_gpu(uuid, pci);
     };
   }
-  leases_ = std::make_unique<LeaseKeeper>(
-      *gpus_,
-      LeaseKeeperOptions{options_.state_dir / "leases.json", options_.state_dir / "audit.jsonl",
-                         options_.require_gpu_process, pod_of});
+  LeaseKeeperOptions lease_options{options_.state_dir / "leases.json",
+                                   options_.state_dir / "audit.jsonl",
+                                   options_.require_gpu_process,
+                                   pod_of,
+                                   {}};
+  if (!options_.kubelet_device_checkpoint.empty()) {
+    PodAuthorityOptions authority{.checkpoint = options_.kubelet_device_checkpoint,
+                                  .gpu_of = gpu_of_device(gpu_set_.get())};
+    authority.owner_of = [this](const std::string& id) -> std::optional<kube::DeviceOwner> {
+      const kube::PodResourcesWatcher* watcher = watcher_.load();
+      return watcher != nullptr ? watcher->owner(id) : std::nullopt;
+    };
+    authority_ = std::make_unique<PodAuthority>(std::move(authority));
+    lease_options.authorize = [this](const Actor& actor, int gpu) {
+      authority_->check(actor, gpu);
+    };
+    logger().info("zeusd: a client in a pod changes only its pod's GPUs (the kubelet's {})",
+                  options_.kubelet_device_checkpoint.string());
+  }
+  leases_ = std::make_unique<LeaseKeeper>(*gpus_, std::move(lease_options));
   streams_ = std::make_unique<PowerStreams>(*gpus_, cpus_.get(), options_.streams);
   jobs_ = std::make_unique<JobEnergyBook>(
       *gpus_, JobEnergyOptions{.file = options_.state_dir / "job_energy.json", .pod_of = pod_of});
   if (!options_.kubelet_socket.empty()) {
-    GpuIdsByDevice gpu_ids;
-    for (size_t g = 0; g < gpu_device_ids_.size(); ++g) {
-      for (const std::string& id : {gpu_device_ids_[g].first, gpu_device_ids_[g].second}) {
-        if (!id.empty()) {
-          gpu_ids[to_lower(id)] = static_cast<int>(g);
-        }
-      }
-    }
     kube::WatcherOptions watch;
     watch.period = options_.kubelet_period;
     watch.forget_after = 6 * options_.kubelet_period;
-    watch.on_answer = [this, gpu_ids](const kube::DeviceOwners& owners) {
-      update_pod_records(*jobs_, owners, gpu_ids);
+    watch.mig_parent = mig_parent_of(gpu_set_.get());
+    watch.on_answer = [this,
+                       gpu_of = gpu_of_device(gpu_set_.get())](const kube::DeviceOwners& owners) {
+      update_pod_records(*jobs_, owners, gpu_of);
     };
     pods_ = std::make_unique<kube::PodResourcesWatcher>(options_.kubelet_socket, watch);
     watcher_.store(pods_.get());

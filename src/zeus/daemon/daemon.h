@@ -11,6 +11,8 @@
 
 #include "zeus/daemon/api.h"
 #include "zeus/daemon/node_metrics.h"
+#include "zeus/daemon/pod_authority.h"
+#include "zeus/daemon/pod_records.h"
 #include "zeus/daemon/pods.h"
 #include "zeus/daemon/power_streams.h"
 #include "zeus/http/server.h"
@@ -40,6 +42,12 @@ struct DaemonOptions {
   // job-energy record of its own (pod_records.h). Empty: no pods.
   std::string kubelet_socket;
   std::chrono::milliseconds kubelet_period{5000};
+  // The kubelet's device-manager checkpoint (--kubelet-device-checkpoint): a client whose
+  // process is in a pod (its cgroup names one) may change only the GPUs allocated to that pod
+  // (pod_authority.h). Empty: any GPU nobody else holds.
+  std::filesystem::path kubelet_device_checkpoint;
+  // zeusd's admin credential (admin_token.h); empty: <state_dir>/admin.token.
+  std::filesystem::path admin_token_file;
   // Upstream's rule: gpu-control and cpu-read need euid 0. Off only for tests of the routes.
   bool require_root = true;
 };
@@ -50,6 +58,11 @@ struct Inventory {
   bool ok = true;  // false: it would not start (the lines say why)
 };
 Inventory inspect(const DaemonOptions& options);
+
+// The GPU of a MIG device of `set`'s, and the GPU of a device plugin's device id (kube/
+// device_ids.h), for the kubelet's answers; `set` may be null (no GPUs), and must outlive them.
+kube::MigParent mig_parent_of(const device::GpuSet* set);
+GpuOfDevice gpu_of_device(const device::GpuSet* set);
 
 // `name` when it is "auto" or a machine backend of the registry (--gpu-backend), else a
 // ConfigError listing those.
@@ -73,6 +86,7 @@ class Daemon {
   std::unique_ptr<device::GpuSet> gpu_set_;  // null without GPUs; gpus_ and metrics_ view it
   std::unique_ptr<GpuControl> gpus_;
   std::unique_ptr<device::CpuSet> cpus_;
+  std::unique_ptr<PodAuthority> authority_;  // with --kubelet-device-checkpoint
   std::unique_ptr<LeaseKeeper> leases_;
   std::unique_ptr<PowerStreams> streams_;
   std::unique_ptr<JobEnergyBook> jobs_;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/logging.h"
@@ -23,7 +24,8 @@ namespace zeus::daemon {
 namespace {
 
 std::string describe(const Holder& h) {
-  return fmt::format("uid {} pid {}", h.uid, h.pid);
+  return h.pidfd_id != 0 ? fmt::format("uid {} (a process in another PID namespace)", h.uid)
+                         : fmt::format("uid {} pid {}", h.uid, h.pid);
 }
 
 int64_t wall_ms() {
@@ -136,6 +138,17 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
   std::vector<Lease> before;
   std::vector<Lease> ended;
   bool acquired = false;
+  if (!actor.admin && !actor.process) {
+    throw PermissionError(fmt::format(
+        "GPU {}: zeusd cannot tell which process asks ({}: its pid is in a PID namespace zeusd "
+        "cannot see, and this kernel gives no pidfd of a socket's peer, which Linux 6.5 and "
+        "later do), so it could not give the change back when that process ends; run zeusd in "
+        "the host's PID namespace (Kubernetes: hostPID: true in its DaemonSet)",
+        gpu, actor.name));
+  }
+  if (options_.authorize) {
+    options_.authorize(actor, gpu);
+  }
   {
     std::lock_guard lock(mu_);
     check_may_change(actor, gpu);
@@ -145,8 +158,13 @@ void LeaseKeeper::change(const Actor& actor, int gpu, Setting setting, const std
     }
     if (actor.admin) {
       ended = book_.end(gpu, setting);
-    } else if (actor.process) {
+    } else {
       acquired = book_.acquire(actor, gpu, setting, original);
+      const uint64_t id = actor.process->pidfd_id;
+      if (acquired && id != 0 && actor.pidfd && !pidfds_.contains(id)) {
+        pidfds_.emplace(id, UniqueFd(check_posix(::fcntl(actor.pidfd->get(), F_DUPFD_CLOEXEC, 0),
+                                                 "fcntl(F_DUPFD_CLOEXEC)", "a peer's pidfd")));
+      }
     }
     if (!ended.empty() || acquired) {
       retries_.erase({gpu, setting});  // an admin ended a pending restore, or a holder took it over
@@ -381,8 +399,12 @@ void LeaseKeeper::release_ended() {
   // between restores them at the next start (restoring is idempotent), and a restore that fails
   // is still there to retry. settle() restores them, outside this lock.
   bool any = false;
+  std::set<uint64_t> watched;  // the pidfds still needed
   for (const Holder& h : book_.holders()) {
-    if (process_alive(h.pid, h.start_ticks)) {
+    if (holder_alive(h)) {
+      if (h.pidfd_id != 0) {
+        watched.insert(h.pidfd_id);
+      }
       continue;
     }
     for (const Lease& l : book_.release(h)) {
@@ -390,9 +412,19 @@ void LeaseKeeper::release_ended() {
       any = true;
     }
   }
+  // Pidfds of holders no longer in the book (ended, or their lease ended by an admin).
+  std::erase_if(pidfds_, [&](const auto& entry) { return !watched.contains(entry.first); });
   if (any) {
     write_journal();
   }
+}
+
+bool LeaseKeeper::holder_alive(const Holder& holder) const {
+  if (holder.pidfd_id != 0) {
+    const auto it = pidfds_.find(holder.pidfd_id);
+    return it != pidfds_.end() && process::pidfd_alive(it->second.get());
+  }
+  return process_alive(holder.pid, holder.start_ticks);
 }
 
 void LeaseKeeper::watch_loop() {
@@ -406,7 +438,13 @@ void LeaseKeeper::watch_loop() {
     {
       std::lock_guard lock(mu_);
       std::map<pid_t, std::unique_ptr<process::ProcessWatch>> next;
+      for (const auto& [id, fd] : pidfds_) {
+        fds.push_back({fd.get(), POLLIN, 0});
+      }
       for (const Holder& h : book_.holders()) {
+        if (h.pidfd_id != 0) {
+          continue;  // watched through its pidfd, above
+        }
         auto it = watches.find(h.pid);
         if (it != watches.end()) {
           next.emplace(h.pid, std::move(it->second));

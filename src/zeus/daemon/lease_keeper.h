@@ -39,6 +39,9 @@ struct LeaseKeeperOptions {
   bool require_gpu_process = false;
   // The pod holding a GPU, named in the audit's change lines; empty: none named.
   PodOfGpu pod_of;
+  // Throws PermissionError when `actor` may not change `gpu` at all (PodAuthority::check);
+  // called before the book is consulted, outside its lock. Empty: every GPU.
+  std::function<void(const Actor& actor, int gpu)> authorize;
 };
 
 class LeaseKeeper {
@@ -92,6 +95,8 @@ class LeaseKeeper {
   void watch_loop();
   // Under mu_: every holder that is gone leaves the book; its leases become pending.
   void release_ended();
+  // Under mu_: whether `holder` still runs (its pid and start time, or its pidfd).
+  bool holder_alive(const Holder& holder) const;
   void wake();
 
   GpuControl& gpus_;
@@ -102,6 +107,9 @@ class LeaseKeeper {
   mutable std::mutex mu_;
   LeaseBook book_;
   std::map<std::pair<int, Setting>, Retry> retries_;  // under mu_
+  // The pidfds of holders this daemon cannot see by pid (Holder::pidfd_id), under mu_; a holder
+  // with an id missing here (an earlier daemon's) has ended as far as this one can tell.
+  std::map<uint64_t, UniqueFd> pidfds_;
   std::atomic<uint64_t> restores_{0};
   std::atomic<uint64_t> restore_failures_{0};
   std::atomic<bool> stop_{false};

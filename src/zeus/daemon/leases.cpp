@@ -148,7 +148,11 @@ nlohmann::json LeaseBook::to_json() const {
   for (const Lease& l : leases_) {
     nlohmann::json holders = nlohmann::json::array();
     for (const Holder& h : l.holders) {
-      holders.push_back({{"uid", h.uid}, {"pid", h.pid}, {"start_ticks", h.start_ticks}});
+      nlohmann::json holder = {{"uid", h.uid}, {"pid", h.pid}, {"start_ticks", h.start_ticks}};
+      if (h.pidfd_id != 0) {
+        holder["pidfd_id"] = h.pidfd_id;
+      }
+      holders.push_back(std::move(holder));
     }
     leases.push_back({{"gpu", l.gpu},
                       {"setting", setting_name(l.setting)},
@@ -174,7 +178,8 @@ LeaseBook LeaseBook::from_json(const nlohmann::json& j, std::string_view where) 
       for (const auto& h : l.at("holders")) {
         lease.holders.push_back(Holder{static_cast<uid_t>(json_int(h.at("uid"), "uid")),
                                        static_cast<pid_t>(json_int(h.at("pid"), "pid")),
-                                       h.at("start_ticks").get<unsigned long long>()});
+                                       h.at("start_ticks").get<unsigned long long>(),
+                                       h.value("pidfd_id", uint64_t{0})});
       }
       // Absent in the journals of zeusd before the restore rule: none was pending then.
       lease.restore_pending = l.value("restore_pending", false);

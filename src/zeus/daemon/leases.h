@@ -2,12 +2,15 @@
 // The pure book (no clock, no files, no processes); lease_keeper.h is its shell.
 //
 // Note [leases]
-// A non-root process that changes a setting through the daemon holds a lease on (GPU, setting)
-// for as long as it lives. The lease remembers the value before the first holder's change;
+// Every process that changes a setting through the daemon on its socket, root included, holds a
+// lease on (GPU, setting) for as long as it lives (a root training pod that is OOM-killed must
+// get its GPUs back too). The lease remembers the value before the first holder's change;
 // several processes of one uid may hold one lease, and the value goes back when the last ends.
-// Another non-root uid may not change a GPU that has a lease of a different uid (409). An admin
-// (root on the socket, or a token over TCP) is never leased: its change stays until changed
-// back, and it ends any lease on that (GPU, setting) (the admin decided the value now).
+// Another uid may not change a GPU that has a lease of a different uid (409). An admin (a
+// request with zeusd's admin token, or a gpu-control token over TCP, where there is no process
+// to watch) is never leased: its change stays until changed back, and it ends any lease on that
+// (GPU, setting) (the admin decided the value now). Being root is not being an admin: a root
+// pod cannot end another's lease.
 // A lease whose last holder ended stays, restore pending, until a restore reads back its
 // original (retried, never dropped: Note [restore rule] in docs/security.md); meanwhile it still
 // conflicts with other uids, and a new process of its uid that changes the setting takes it
@@ -17,11 +20,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "zeus/common/posix.h"
 
 namespace zeus::daemon {
 
@@ -33,20 +39,28 @@ std::string_view setting_name(Setting setting);
 Setting setting_from_name(std::string_view name);
 
 // One process: its pid and the start time that tells it from a later process with that pid.
+// A process in a PID namespace the daemon cannot see has no pid here (0): it is known by a
+// pidfd of its connection instead (SO_PEERPIDFD), and `pidfd_id` names that pidfd (its pidfs
+// inode: one per process; a serial where the kernel's pidfds share an inode). Such a holder
+// cannot be found again by a later daemon: a restart counts it as ended and restores.
 struct Holder {
   uid_t uid = 0;
   pid_t pid = 0;
   unsigned long long start_ticks = 0;
+  uint64_t pidfd_id = 0;  // non-zero: watched through a pidfd, `pid` unknown
   bool operator==(const Holder&) const = default;
 };
 
 // Who asks for a change.
 struct Actor {
-  // Root on the socket or a token holder over TCP: changes persist, nothing is leased.
+  // zeusd's admin token on the socket, or a token holder over TCP: changes persist, nothing is
+  // leased.
   bool admin = false;
   uid_t uid = 0;
-  std::optional<Holder> process;  // on the socket: the peer (SO_PEERCRED)
+  std::optional<Holder> process;  // on the socket: the peer (SO_PEERCRED), unless admin
   std::string name;               // for the audit: "uid 1000 pid 42", "token 'alice'"
+  // The peer's pidfd where `process` has a pidfd_id (the lease keeper keeps a copy).
+  std::shared_ptr<const UniqueFd> pidfd;
 };
 
 struct Lease {
@@ -64,7 +78,7 @@ struct Lease {
 class LeaseBook {
  public:
   // A holder of another uid with a lease on `gpu` (any setting), or std::nullopt when `actor`
-  // may change it. Admins never conflict.
+  // may change it. Admins never conflict; root is a uid like any other.
   std::optional<Holder> conflict(const Actor& actor, int gpu) const;
   // Records that `actor` (not an admin, with a process) changed (gpu, setting), whose value was
   // `original` before; a lease that exists keeps its first original. Returns whether the book

@@ -14,20 +14,22 @@ std::string pod_job_id(const kube::DeviceOwner& owner) {
 }
 
 void update_pod_records(JobEnergyBook& book, const kube::DeviceOwners& owners,
-                        const GpuIdsByDevice& gpu_ids) {
+                        const GpuOfDevice& gpu_of) {
   struct PodGpus {
     std::vector<int> gpus;
     std::map<int, kube::DeviceOwner> owners;
   };
   std::map<std::string, PodGpus> pods;
   for (const auto& [device, owner] : owners) {
-    const auto gpu = gpu_ids.find(device);
-    if (gpu == gpu_ids.end()) {
+    const std::optional<int> gpu = gpu_of(device);
+    if (!gpu) {
       continue;  // another node's id, or a GPU zeusd does not see
     }
     PodGpus& p = pods[pod_job_id(owner)];
-    p.gpus.push_back(gpu->second);
-    p.owners[gpu->second] = owner;
+    if (!p.owners.contains(*gpu)) {
+      p.gpus.push_back(*gpu);  // once, though the pod holds two replicas of it
+    }
+    p.owners[*gpu] = owner;
   }
   const std::vector<std::string> running = book.running("pod:");
   const std::set<std::string> running_set(running.begin(), running.end());

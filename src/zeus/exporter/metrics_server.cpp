@@ -53,7 +53,7 @@ http::Response handle_metrics_request(const metrics::NodeSampler& sampler,
 
 MetricsServer::MetricsServer(const metrics::NodeSampler& sampler, MetricsServerOptions options) {
   if (!options.token_file.empty()) {
-    token_ = read_secret_file(options.token_file, "metrics token file");
+    token_ = std::make_unique<WatchedSecretFile>(options.token_file, "metrics token file");
   }
   http::ServerOptions s;
   s.mode = http::ServerOptions::Mode::kTcp;
@@ -63,7 +63,8 @@ MetricsServer::MetricsServer(const metrics::NodeSampler& sampler, MetricsServerO
   s.max_connections = options.max_connections;
   s.idle_timeout = options.idle_timeout;
   server_ = std::make_unique<http::Server>(s, [&sampler, this](const http::Request& r) {
-    return handle_metrics_request(sampler, token_, r);
+    return handle_metrics_request(sampler, token_ ? std::optional(token_->current()) : std::nullopt,
+                                  r);
   });
   if (!loopback(server_->address()) && !token_) {
     logger().warn(

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "zeus/common/secret_file.h"
 #include "zeus/http/server.h"
 #include "zeus/metrics/node_sampler.h"
 
@@ -18,6 +19,7 @@ struct MetricsServerOptions {
   // "host:port"; loopback unless the operator names another address.
   std::string bind_address = "127.0.0.1:9400";
   // A file holding the bearer token (first line, surrounding whitespace dropped); empty: none.
+  // Read again when it changes (a rotated Secret needs no restart).
   std::filesystem::path token_file;
   // Bounds: a scrape is a small GET, so small limits.
   unsigned max_connections = 64;
@@ -41,7 +43,7 @@ class MetricsServer {
   const std::string& address() const;
 
  private:
-  std::optional<std::string> token_;
+  std::unique_ptr<WatchedSecretFile> token_;
   std::unique_ptr<http::Server> server_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -137,6 +138,32 @@ std::optional<double> ElectricityMapsProvider::forecast(Clock::time_point from,
   }
   forecast_fetched_ = from;
   return mean();
+}
+
+std::optional<double> ElectricityMapsProvider::history_mean(Clock::time_point to,
+                                                            Clock::duration window) {
+  if (history_refused_ || window <= Clock::duration::zero()) {
+    return std::nullopt;
+  }
+  if (!history_ || to < history_fetched_ || to - history_fetched_ >= options_.history_max_age) {
+    const std::string url = fmt::format(
+        "{}/carbon-intensity/history?lat={}&lon={}&disableEstimations={}&emissionFactorType={}",
+        options_.base_url, options_.latitude, options_.longitude,
+        options_.estimate ? "false" : "true", options_.emission_factor_type);
+    long status = 0;
+    try {
+      history_ = SignalTrace::parse(get(url, &status), url, SignalKind::kCarbonIntensity);
+    } catch (const IoError& e) {
+      history_.reset();
+      if (status == 401 || status == 403 || status == 404) {
+        history_refused_ = true;
+        throw IoError(fmt::format("{}; the history is not asked again in this run", e.what()));
+      }
+      throw;
+    }
+    history_fetched_ = to;
+  }
+  return history_->history_mean(to, window);
 }
 
 }  // namespace zeus::grid

@@ -33,6 +33,8 @@ struct ElectricityMapsOptions {
   std::chrono::milliseconds timeout{10'000};    // connect and total
   // A forecast is fetched again once it is this old (ElectricityMaps updates it hourly).
   std::chrono::minutes forecast_max_age{15};
+  // The last day's history (the grid's own reference) is fetched again once it is this old.
+  std::chrono::minutes history_max_age{60};
 };
 
 // "lat,lon" (e.g. "42.28,-83.74"); throws ConfigError naming `what` when it is not two numbers
@@ -52,6 +54,10 @@ class ElectricityMapsProvider final : public SignalProvider {
   // that far, and for good once the API refused the forecast (401, 403, 404: thrown once, as
   // IoError, saying so). Throws as read() otherwise.
   std::optional<double> forecast(Clock::time_point from, Clock::duration horizon) override;
+  // The mean of `carbon-intensity/history` (the last 24 hours, hourly) over the part of
+  // [to - window, to) it covers, fetched at most once per history_max_age; refused for good as
+  // the forecast is (401, 403, 404: thrown once).
+  std::optional<double> history_mean(Clock::time_point to, Clock::duration window) override;
   // The request URL of the latest value.
   std::string latest_url() const;
   // The request URL of a forecast that covers `horizon` past a fetch, plus its reuse.
@@ -68,6 +74,9 @@ class ElectricityMapsProvider final : public SignalProvider {
   std::optional<SignalTrace> forecast_;
   Clock::time_point forecast_fetched_{};
   bool forecast_refused_ = false;
+  std::optional<SignalTrace> history_;
+  Clock::time_point history_fetched_{};
+  bool history_refused_ = false;
 };
 
 }  // namespace zeus::grid

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 
@@ -56,6 +58,34 @@ void SignalPoller::read_forecast(SignalReading& reading, Clock::time_point now) 
   }
 }
 
+void SignalPoller::read_reference(SignalReading& reading, Clock::time_point now) {
+  // The readings' own mean first (it needs this reading): offsets from the first value, so that
+  // readings of one value average to it exactly.
+  if (held_) {
+    const double s = std::max(0.0, std::chrono::duration<double>(now - held_->first).count());
+    held_weighted_ += held_->second * s;
+    held_s_ += s;
+  }
+  held_ = {now, reading.value};
+  std::optional<double> ref;
+  try {
+    ref = provider_->history_mean(now, options_.reference_window);
+    if (!ref) {
+      ref = provider_->forecast(now, options_.reference_window);
+    }
+    reference_failing_ = false;
+  } catch (const Error& e) {
+    if (!reference_failing_) {
+      logger().warn(
+          "{}: no history or forecast for the grid's reference ({}); the mean of the "
+          "readings so far serves",
+          describe_, e.what());
+      reference_failing_ = true;
+    }
+  }
+  reading.reference = ref ? *ref : held_s_ > 0 ? held_weighted_ / held_s_ : reading.value;
+}
+
 bool SignalPoller::poll_once() {
   const Clock::time_point now = options_.now();
   std::optional<SignalReading> reading;
@@ -66,6 +96,9 @@ bool SignalPoller::poll_once() {
       reading = provider_->read(now);
       if (options_.forecast_horizon > Clock::duration::zero()) {
         read_forecast(*reading, now);
+      }
+      if (options_.reference_window > Clock::duration::zero()) {
+        read_reference(*reading, now);
       }
     } catch (const Error& e) {
       error = e.what();

@@ -26,6 +26,9 @@ struct PollerOptions {
   // interval); zero: none. A provider without one, or whose forecast fails (logged once), gives
   // readings without it.
   Clock::duration forecast_horizon{};
+  // Each read also gives the grid's own reference (SignalReading::reference) over this window
+  // (kReferenceWindow); zero: none.
+  Clock::duration reference_window{};
 };
 
 struct PolledSignal {
@@ -59,6 +62,9 @@ class SignalPoller {
   void run();
   // Under provider_mu_.
   void read_forecast(SignalReading& reading, Clock::time_point now);
+  // Under provider_mu_: the provider's history over the window, else its forecast of the next
+  // one, else the mean of this poller's readings so far (each held until the next).
+  void read_reference(SignalReading& reading, Clock::time_point now);
 
   std::unique_ptr<SignalProvider> provider_;
   PollerOptions options_;
@@ -71,6 +77,12 @@ class SignalPoller {
   std::optional<PolledSignal> latest_;
   std::optional<std::string> failing_;  // the error logged, while failing
   bool forecast_failing_ = false;       // its failure logged
+  bool reference_failing_ = false;      // under provider_mu_: its failure logged
+  // Under provider_mu_: the readings so far, each weighed by how long it held (the last one
+  // counted until now), for the reference of a provider without history or forecast.
+  std::optional<std::pair<Clock::time_point, double>> held_;
+  double held_weighted_ = 0;
+  double held_s_ = 0;
   Clock::time_point failing_since_{};
   int64_t reads_ = 0;
   int64_t failures_ = 0;

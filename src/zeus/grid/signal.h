@@ -34,7 +34,14 @@ struct SignalReading {
   // poller's forecast horizon), where it has one: a trace whose rows reach that far (day-ahead
   // prices, a forecast export). std::nullopt: the rule goes by `value`.
   std::optional<double> forecast;
+  // The grid's own reference (Note [grid reference] in optimize/grid_rule.h): the mean over the
+  // last day where the provider knows its history, else over the next day where it forecasts
+  // it, else the mean of the readings so far (grid/poller.h). Set by the poller.
+  std::optional<double> reference;
 };
+
+// How far back (and, for a forecast, ahead) the grid's own reference looks.
+inline constexpr Clock::duration kReferenceWindow = std::chrono::hours(24);
 
 // Contract: read() gives the value in force at `now` or throws (IoError: unreachable, a timeout,
 // a status other than 200; ConfigError: a reply or file that is not what the provider reads),
@@ -50,6 +57,12 @@ class SignalProvider {
   // The mean over [from, from + horizon) where the provider knows it ahead, else std::nullopt
   // (the default: a provider of the present only). Throws as read().
   virtual std::optional<double> forecast(Clock::time_point /*from*/, Clock::duration /*horizon*/) {
+    return std::nullopt;
+  }
+  // The mean over the part of [to - window, to) the provider knows of the past (its history), or
+  // std::nullopt (the default: a provider without one, or nothing before `to`). Throws as
+  // read().
+  virtual std::optional<double> history_mean(Clock::time_point /*to*/, Clock::duration /*window*/) {
     return std::nullopt;
   }
 };

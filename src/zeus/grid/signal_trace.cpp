@@ -292,6 +292,16 @@ std::optional<double> SignalTrace::mean_over(Clock::time_point from,
   return base + weighted / std::chrono::duration<double>(horizon).count();
 }
 
+std::optional<double> SignalTrace::history_mean(Clock::time_point to,
+                                                Clock::duration window) const {
+  const Clock::time_point from = std::max(to - window, points_.front().at);
+  const Clock::time_point end = std::min(to, points_.back().at + step());
+  if (end <= from) {
+    return std::nullopt;
+  }
+  return mean_over(from, end - from);
+}
+
 SignalTrace SignalTrace::with_leading(SignalPoint before) const {
   SignalTrace t = *this;
   if (before.at < t.points_.front().at) {
@@ -362,6 +372,11 @@ SignalReading TraceProvider::read(Clock::time_point now) {
 std::optional<double> TraceProvider::forecast(Clock::time_point from, Clock::duration horizon) {
   reload_if_changed();
   return trace_.mean_over(from, horizon);
+}
+
+std::optional<double> TraceProvider::history_mean(Clock::time_point to, Clock::duration window) {
+  reload_if_changed();
+  return trace_.history_mean(to, window);
 }
 
 }  // namespace zeus::grid

@@ -43,6 +43,9 @@ class SignalTrace {
   // when the trace does not reach that far (its last row ends at its time plus step()), begins
   // after `from`, or the horizon is not positive.
   std::optional<double> mean_over(Clock::time_point from, Clock::duration horizon) const;
+  // The time-weighted mean over the part of [to - window, to) the rows cover (the trace's
+  // history of the window before `to`), or std::nullopt where they cover none of it.
+  std::optional<double> history_mean(Clock::time_point to, Clock::duration window) const;
   // This trace with `before` as its first row where it is earlier than the first: a forecast
   // that begins at the next hour, led by the value now.
   SignalTrace with_leading(SignalPoint before) const;
@@ -71,6 +74,8 @@ class TraceProvider final : public SignalProvider {
   SignalReading read(Clock::time_point now) override;
   // The trace's mean over the horizon where its rows reach that far (SignalTrace::mean_over).
   std::optional<double> forecast(Clock::time_point from, Clock::duration horizon) override;
+  // The trace's time-weighted mean over the part of [to - window, to) its rows cover.
+  std::optional<double> history_mean(Clock::time_point to, Clock::duration window) override;
   const SignalTrace& trace() const { return trace_; }
 
  private:

@@ -285,7 +285,31 @@ struct Server::Impl {
   struct ConnectionSlot {
     std::string peer;
     bool counted = false;
+    std::optional<PeerCredentials> credentials;  // Unix sockets: as at connect()
   };
+
+  // The Unix-socket peer's credentials (SO_PEERCRED), with a pidfd of it where its pid is
+  // invisible here and the kernel gives one.
+  static std::optional<PeerCredentials> credentials_of(int fd) {
+    static std::atomic<uint64_t> connections{0};
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      return std::nullopt;
+    }
+    PeerCredentials peer{cred.pid, cred.uid, cred.gid, nullptr, ++connections};
+    if (cred.pid == 0) {
+      // Linux's SO_PEERPIDFD (77 on every architecture but alpha, mips, parisc and sparc; not
+      // in bookworm's headers): ENOPROTOOPT on kernels before 6.5.
+      constexpr int kSoPeerPidfd = 77;
+      int pidfd = -1;
+      socklen_t fd_len = sizeof(pidfd);
+      if (::getsockopt(fd, SOL_SOCKET, kSoPeerPidfd, &pidfd, &fd_len) == 0 && pidfd >= 0) {
+        peer.pidfd = std::make_shared<const UniqueFd>(pidfd);
+      }
+    }
+    return peer;
+  }
 
   static void on_connection(void* cls, MHD_Connection* connection, void** socket_context,
                             MHD_ConnectionNotificationCode code) {
@@ -298,6 +322,9 @@ struct Server::Impl {
         return;
       }
       slot->peer = peer_of_socket(info->connect_fd);
+      if (self->options.mode == ServerOptions::Mode::kUnixSocket) {
+        slot->credentials = credentials_of(info->connect_fd);
+      }
       slot->counted = self->connections->acquire(slot->peer);
       if (!slot->counted) {
         // Over its cap: closed before a byte is read, so it holds no thread for long and no
@@ -438,15 +465,9 @@ struct Server::Impl {
           return MHD_YES;
         },
         &request);
-    if (options.mode == ServerOptions::Mode::kUnixSocket) {
-      if (const auto* info =
-              MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
-        ucred cred{};
-        socklen_t len = sizeof(cred);
-        if (::getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-          request.peer = PeerCredentials{cred.pid, cred.uid, cred.gid};
-        }
-      }
+    if (const auto* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        info != nullptr && info->socket_context != nullptr) {
+      request.peer = static_cast<const ConnectionSlot*>(info->socket_context)->credentials;
     }
     Response response;
     try {

@@ -15,14 +15,25 @@
 #include <utility>
 #include <vector>
 
+#include "zeus/common/posix.h"
+
 namespace zeus::http {
 
 // Who is on the other end of a Unix-socket connection (SO_PEERCRED: the process that
 // connected). Absent on TCP.
 struct PeerCredentials {
+  // 0 when the peer's process is in a PID namespace this server cannot see (a container's,
+  // where the server runs in a sibling namespace: Kubernetes without hostPID).
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  // Where `pid` is 0 and the kernel gives one (SO_PEERPIDFD, Linux 6.5+): a pidfd of the peer
+  // process, readable once it has ended, the same for every request of the connection. Null
+  // otherwise.
+  std::shared_ptr<const UniqueFd> pidfd;
+  // Which connection (unique for the server's life), for telling pidfds apart where the kernel
+  // gives every pidfd one inode.
+  uint64_t connection_id = 0;
 };
 
 struct Request {

@@ -34,6 +34,9 @@ std::unique_ptr<GridLimits> GridLimits::make(const ResolvedJobOptions& options,
     po.period = std::chrono::duration_cast<std::chrono::milliseconds>(g.poll);
     // The rule chooses for the interval ahead: a provider that knows it gives its mean.
     po.forecast_horizon = std::chrono::duration_cast<grid::Clock::duration>(g.interval);
+    if (g.signal_max <= 0) {
+      po.reference_window = grid::kReferenceWindow;  // the grid's own reference
+    }
     poller = std::make_unique<grid::SignalPoller>(std::move(provider), po);
   }
   return std::unique_ptr<GridLimits>(new GridLimits(g, collectives, std::move(poller)));
@@ -61,9 +64,11 @@ void GridLimits::follow(std::vector<optimize::LimitMeasurement> profile, double 
   if (coll_.ranks().is_master()) {
     logger().info(
         "the power limit follows the {} ({}) from now on: chosen again on this profile every {} s "
-        "or when it moves > 10%; at {:g} {} the choice is Zeus's ({} W)",
+        "or when it moves > 10%; at {} the choice is Zeus's ({} W)",
         grid::to_string(grid_.kind), source_, std::chrono::duration<double>(grid_.interval).count(),
-        grid_.signal_max, grid::unit(grid_.kind), mw_to_w(follower_->zeus_limit_mw()));
+        grid_.signal_max > 0 ? fmt::format("{:g} {}", grid_.signal_max, grid::unit(grid_.kind))
+                             : std::string("the grid's mean over the last day"),
+        mw_to_w(follower_->zeus_limit_mw()));
   }
 }
 
@@ -90,14 +95,17 @@ const optimize::LimitMeasurement* at_limit(const std::vector<optimize::LimitMeas
 }  // namespace
 
 std::optional<GridLimits::Change> GridLimits::read(std::chrono::nanoseconds job_now, int epoch) {
-  // [known, value, rank 0's clock in s, provider failures, forecast known, forecast]
-  std::vector<double> v(6, 0.0);
+  // [known, value, rank 0's clock in s, provider failures, forecast known, forecast,
+  //  reference known, the grid's reference]
+  std::vector<double> v(8, 0.0);
   if (poller_) {
     if (const auto latest = poller_->latest()) {
       v[0] = 1;
       v[1] = latest->reading.value;
       v[4] = latest->reading.forecast ? 1 : 0;
       v[5] = latest->reading.forecast.value_or(0.0);
+      v[6] = latest->reading.reference ? 1 : 0;
+      v[7] = latest->reading.reference.value_or(0.0);
     }
     v[2] = std::chrono::duration<double>(job_now).count();
     v[3] = static_cast<double>(poller_->failures());
@@ -135,11 +143,13 @@ std::optional<GridLimits::Change> GridLimits::read(std::chrono::nanoseconds job_
     return std::nullopt;
   }
   const auto choice =
-      follower_->observe(v[1], now, v[4] != 0 ? std::optional<double>(v[5]) : std::nullopt);
+      follower_->observe(v[1], now, v[4] != 0 ? std::optional<double>(v[5]) : std::nullopt,
+                         v[6] != 0 ? std::optional<double>(v[7]) : std::nullopt);
   if (!choice) {
     return std::nullopt;
   }
-  choices_.push_back({epoch, steps_, choice->signal, choice->limit_mw, choice->reason});
+  choices_.push_back(
+      {epoch, steps_, choice->signal, choice->limit_mw, choice->reason, choice->reference});
   if (coll_.ranks().is_master()) {
     logger().info("{} {:g} {} ({}): power limit {} W{} (Zeus's choice {} W)",
                   grid::to_string(grid_.kind), choice->signal, grid::unit(grid_.kind),
@@ -147,7 +157,7 @@ std::optional<GridLimits::Change> GridLimits::read(std::chrono::nanoseconds job_
                   mw_to_w(follower_->zeus_limit_mw()));
   }
   return Change{choice->limit_mw, choice->changed,
-                optimize::grid_eta(follower_->options().eta, choice->signal, grid_.signal_max)};
+                optimize::grid_eta(follower_->options().eta, choice->signal, choice->reference)};
 }
 
 std::optional<double> GridLimits::close_epoch(double energy_j) {

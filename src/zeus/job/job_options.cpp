@@ -15,6 +15,7 @@
 #include "zeus/common/parse.h"
 #include "zeus/common/units.h"
 #include "zeus/grid/electricity_maps.h"
+#include "zeus/optimize/grid_rule.h"
 
 namespace zeus::job {
 
@@ -167,25 +168,20 @@ std::optional<ResolvedGrid> resolve_grid(const GridSignalOptions& o) {
                                   carbon ? kEnvCarbonIntensity.name : kEnvElectricityPrice.name,
                                   g.source));
   }
+  // The grid's own reference unless one is given (Note [grid reference] in grid_rule.h).
   const EnvVar& max_var = carbon ? kEnvMaxCarbonIntensity : kEnvMaxPrice;
-  std::optional<double> max = o.signal_max;
-  if (!max) {
-    if (const auto text = get_env(max_var)) {
-      max = parse_number<double>(*text);
-      if (!max) {
-        throw ConfigError(fmt::format("{}='{}': expected a number > 0", max_var.name, *text));
-      }
-    } else if (carbon) {
-      max = 750.0;
-    } else {
-      throw ConfigError(fmt::format("{} is set: set {} too ($/kWh at which the choice is Zeus's)",
-                                    kEnvElectricityPrice.name, kEnvMaxPrice.name));
+  if (o.signal_max) {
+    if (!(*o.signal_max >= 0) || !std::isfinite(*o.signal_max)) {
+      throw ConfigError(
+          fmt::format("the grid reference {} must be a number > 0, or 0 for the "
+                      "grid's own",
+                      *o.signal_max));
     }
+    g.signal_max = *o.signal_max;
+  } else {
+    g.signal_max = optimize::parse_grid_reference(get_env_or_default(max_var), max_var.name,
+                                                  g.kind == grid::SignalKind::kCarbonIntensity);
   }
-  if (!(*max > 0) || !std::isfinite(*max)) {
-    throw ConfigError(fmt::format("{} {} must be a number > 0", max_var.name, *max));
-  }
-  g.signal_max = *max;
   g.interval = o.interval
                    ? *o.interval
                    : parse_duration(get_env_or_default(kEnvGridInterval), kEnvGridInterval.name);

@@ -40,8 +40,9 @@ struct GridSignalOptions {
   std::optional<std::string> carbon_intensity;
   std::optional<std::string> location;           // ZEUS_CARBON_LOCATION: "lat,lon"
   std::optional<std::string> electricity_price;  // ZEUS_ELECTRICITY_PRICE: a trace file
-  // The signal at which the choice is Zeus's: ZEUS_MAX_CARBON_INTENSITY (750) or ZEUS_MAX_PRICE
-  // (required with a price).
+  // The signal at which the choice is Zeus's: ZEUS_MAX_CARBON_INTENSITY or ZEUS_MAX_PRICE
+  // ("grid", the default: the grid's own mean over the last day; "chase": 750 gCO2eq/kWh; a
+  // number). 0 here is the grid's own (optimize::kGridReference).
   std::optional<double> signal_max;
   std::optional<std::chrono::nanoseconds> interval;  // ZEUS_GRID_INTERVAL, 30m
   std::optional<std::chrono::nanoseconds> poll;      // ZEUS_GRID_POLL, 5m
@@ -91,8 +92,8 @@ struct ResolvedGrid {
   bool api = false;    // source is ElectricityMaps' API
   double latitude = 0;
   double longitude = 0;
-  std::string token;  // ZEUS_ELECTRICITYMAPS_TOKEN
-  double signal_max = 750;
+  std::string token;      // ZEUS_ELECTRICITYMAPS_TOKEN
+  double signal_max = 0;  // optimize::kGridReference: the grid's own
   std::chrono::nanoseconds interval{std::chrono::minutes(30)};
   std::chrono::nanoseconds poll{std::chrono::minutes(5)};
 };

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/parse.h"
@@ -13,6 +16,23 @@ std::vector<std::pair<std::string, std::string>> owner_labels(
   return {{"pod", owner ? owner->pod : ""},
           {"namespace", owner ? owner->namespace_name : ""},
           {"container", owner ? owner->container : ""}};
+}
+
+DeviceOwner merge_owners(std::vector<DeviceOwner> owners) {
+  const auto key = [](const DeviceOwner& o) {
+    return std::tie(o.namespace_name, o.pod, o.container);
+  };
+  std::sort(owners.begin(), owners.end(),
+            [&](const DeviceOwner& a, const DeviceOwner& b) { return key(a) < key(b); });
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  DeviceOwner merged;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    const std::string sep = i == 0 ? "" : ",";
+    merged.pod += sep + owners[i].pod;
+    merged.namespace_name += sep + owners[i].namespace_name;
+    merged.container += sep + owners[i].container;
+  }
+  return merged;
 }
 
 PodResourcesWatcher::PodResourcesWatcher(std::string socket_path, WatcherOptions options)
@@ -43,14 +63,20 @@ std::optional<DeviceOwner> PodResourcesWatcher::owner(const std::string& device_
 
 std::optional<DeviceOwner> PodResourcesWatcher::owner_of_gpu(const std::string& uuid,
                                                              const std::string& pci) const {
+  std::vector<DeviceOwner> owners;
+  std::lock_guard lock(mu_);
   for (const std::string* id : {&uuid, &pci}) {
-    if (!id->empty()) {
-      if (auto o = owner(*id)) {
-        return o;
-      }
+    if (id->empty()) {
+      continue;
+    }
+    if (const auto it = by_gpu_.find(to_lower(*id)); it != by_gpu_.end()) {
+      owners.insert(owners.end(), it->second.begin(), it->second.end());
     }
   }
-  return std::nullopt;
+  if (owners.empty()) {
+    return std::nullopt;
+  }
+  return merge_owners(std::move(owners));
 }
 
 int64_t PodResourcesWatcher::failures() const {
@@ -74,11 +100,20 @@ bool PodResourcesWatcher::refresh() {
     }
     if (std::chrono::steady_clock::now() - last_answer_ >= options_.forget_after) {
       owners_.clear();
+      by_gpu_.clear();
     }
     return false;
   }
+  // Outside the lock: a MIG lookup is a call into the vendor library.
+  std::map<std::string, std::vector<DeviceOwner>> by_gpu;
+  for (const auto& [id, owner] : owners) {
+    if (const auto key = gpu_key_of_device(id, options_.mig_parent)) {
+      by_gpu[*key].push_back(owner);
+    }
+  }
   {
     std::lock_guard lock(mu_);
+    by_gpu_ = std::move(by_gpu);
     if (failing_) {
       logger().info("the kubelet's pod-resources API at {} answers again", socket_path_);
       failing_ = false;

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "zeus/kube/device_ids.h"
+
 namespace zeus::kube {
 
 struct DeviceOwner {
@@ -33,6 +35,11 @@ using DeviceOwners = std::map<std::string, DeviceOwner>;
 // holds the GPU (metrics::Labels).
 std::vector<std::pair<std::string, std::string>> owner_labels(
     const std::optional<DeviceOwner>& owner);
+
+// Several pods holding one GPU (time-slicing, MPS, MIG) as one owner: each field the owners'
+// values joined by "," in the owners' order (sorted by namespace, pod, container; duplicates
+// dropped), so that a series or a record names every pod and no label set changes shape.
+DeviceOwner merge_owners(std::vector<DeviceOwner> owners);
 
 // Whether this build reads the kubelet (gRPC found at configure time: libgrpc++-dev,
 // protobuf-compiler-grpc). Without it list_device_owners and the watcher's constructor throw a
@@ -53,6 +60,8 @@ struct WatcherOptions {
   // Called on the watcher's thread with each answer (not under its lock: it may call owner());
   // empty: none. It must not throw.
   std::function<void(const DeviceOwners&)> on_answer;
+  // Finds the GPU of a MIG device ("MIG-..."); empty: MIG devices are nobody's GPU.
+  MigParent mig_parent;
 };
 
 // Keeps the owners fresh on a thread of its own; readers never wait for the kubelet. A kubelet
@@ -67,7 +76,9 @@ class PodResourcesWatcher {
 
   // The owner of the device with this id (any case), if a pod holds it.
   std::optional<DeviceOwner> owner(const std::string& device_id) const;
-  // The owner of a GPU listed by its UUID (NVIDIA) or its PCI address (AMD); either may be "".
+  // The owners of a GPU of this UUID (NVIDIA) or PCI address (AMD), either of which may be "",
+  // merged (merge_owners): the pods it was given to whole, as replicas ("GPU-...::N") or as MIG
+  // devices. std::nullopt when no pod holds it.
   std::optional<DeviceOwner> owner_of_gpu(const std::string& uuid, const std::string& pci) const;
   // Reads the kubelet now (on the caller's thread); false when it failed.
   bool refresh();
@@ -86,6 +97,7 @@ class PodResourcesWatcher {
   int64_t failures_ = 0;
   std::chrono::steady_clock::time_point last_answer_;
   DeviceOwners owners_;
+  std::map<std::string, std::vector<DeviceOwner>> by_gpu_;  // gpu_key_of_device -> owners
   std::thread thread_;
 };
 

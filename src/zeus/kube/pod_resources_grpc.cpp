@@ -5,6 +5,7 @@
 #include "podresources/v1/api.grpc.pb.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/kube/device_ids.h"
 #include "zeus/kube/pod_resources.h"
 
 namespace zeus::kube {
@@ -29,7 +30,7 @@ DeviceOwners list_device_owners(const std::string& socket_path, std::chrono::mil
   for (const auto& pod : response.pod_resources()) {
     for (const auto& container : pod.containers()) {
       for (const auto& devices : container.devices()) {
-        if (devices.resource_name().find("gpu") == std::string::npos) {
+        if (!is_gpu_resource(devices.resource_name())) {
           continue;
         }
         for (const auto& id : devices.device_ids()) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,6 +28,22 @@ UniqueFd open_pidfd(pid_t pid) {
   (void)pid;
   return {};
 #endif
+}
+
+bool pidfd_alive(int fd) {
+  pollfd pfd{fd, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) == 0;
+}
+
+uint64_t pidfd_process_id(int fd) {
+  constexpr long kPidfsMagic = 0x50494446;  // "PIDF" (linux/magic.h, not in bookworm's)
+  struct statfs fs {};
+  struct stat st {};
+  if (::fstatfs(fd, &fs) != 0 || static_cast<long>(fs.f_type) != kPidfsMagic ||
+      ::fstat(fd, &st) != 0) {
+    return 0;
+  }
+  return static_cast<uint64_t>(st.st_ino);
 }
 
 void wait_readable(int fd, std::chrono::nanoseconds timeout) {
@@ -56,8 +74,7 @@ ProcessWatch::ProcessWatch(pid_t pid) : pid_(pid) {
 
 bool ProcessWatch::alive() const {
   if (pidfd_.get() >= 0) {
-    pollfd pfd{pidfd_.get(), POLLIN, 0};
-    return ::poll(&pfd, 1, 0) == 0;
+    return pidfd_alive(pidfd_.get());
   }
   return process_alive(pid_, start_ticks_);
 }

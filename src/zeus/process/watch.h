@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 
 #include "zeus/common/posix.h"
@@ -36,6 +37,15 @@ class ProcessWatch {
 // Waits up to `timeout` for `fd` to be readable (a pidfd), or, for fd -1, sleeps a short step
 // (the caller polls the process itself): one wait of a polling loop.
 void wait_readable(int fd, std::chrono::nanoseconds timeout);
+
+// Whether the process behind pidfd `fd` still runs (its pidfd is not readable yet).
+bool pidfd_alive(int fd);
+
+// An id of the process behind pidfd `fd`, the same for every pidfd of that process and never
+// another process's while the system runs: its inode on pidfs (Linux 6.9+). 0 where pidfds
+// are anonymous inodes that all share one (Linux 6.5-6.8): the caller then tells them apart
+// itself.
+uint64_t pidfd_process_id(int fd);
 
 // A pidfd for `pid` (pidfd_open), or an empty UniqueFd where the kernel has none (ENOSYS);
 // throws IoError for other failures (ESRCH: no such process).

@@ -105,8 +105,10 @@ std::string summary_html(const contract::TrainResult& r) {
   if (r.grid) {
     const contract::GridSummary& g = *r.grid;
     row(g.signal == "carbon_intensity" ? "carbon intensity" : "electricity price",
-        fmt::format("{} (Zeus's choice at {:g}); {:.4g} {} over the epochs{}", g.source,
-                    g.signal_max, g.amount, g.unit,
+        fmt::format("{} (Zeus's choice at {}); {:.4g} {} over the epochs{}", g.source,
+                    g.signal_max > 0 ? fmt::format("{:g}", g.signal_max)
+                                     : std::string("the grid's mean over the last day"),
+                    g.amount, g.unit,
                     g.provider_failures > 0
                         ? fmt::format("; the provider failed {} time(s)", g.provider_failures)
                         : ""));

@@ -44,6 +44,15 @@ class Timeline {
     }
     return base + weighted / horizon;
   }
+  // The mean over the `window` before t (t - window may come before the first row: the trace
+  // repeats backwards too).
+  double trailing_mean(double t, double window) const {
+    double from = t - window;
+    if (from < 0) {
+      from += std::ceil(-from / span_s_) * span_s_;
+    }
+    return mean(from, window);
+  }
   // The time the row after t's begins.
   double next_boundary(double t) const {
     const double base = t - std::fmod(t, span_s_);
@@ -56,6 +65,9 @@ class Timeline {
   std::vector<double> values_;
   double span_s_ = 0;
 };
+
+constexpr double kDay_s =
+    std::chrono::duration<double>(grid::kReferenceWindow).count();  // the reference's window
 
 struct Rates {
   double time_per_iter_s = 0;
@@ -87,6 +99,7 @@ GridRun total(const std::vector<GridJobRecord>& jobs, GridRun GridJobRecord::*po
     t.time_s += r.time_s;
     t.energy_j += r.energy_j;
     t.amount += r.amount;
+    t.cost += r.cost;
     t.limit_changes += r.limit_changes;
   }
   return t;
@@ -102,6 +115,16 @@ GridRun GridReplayResult::rule_total() const {
 }
 GridRun GridReplayResult::max_limit_total() const {
   return total(jobs, &GridJobRecord::max_limit);
+}
+GridRun GridReplayResult::bound_total() const {
+  return total(jobs, &GridJobRecord::bound);
+}
+std::optional<double> GridReplayResult::gap_closed() const {
+  const double gap = zeus_total().cost - bound_total().cost;
+  if (!(gap > 1e-12 * zeus_total().cost)) {
+    return std::nullopt;
+  }
+  return (zeus_total().cost - rule_total().cost) / gap;
 }
 
 double GridReplayResult::amount_saving() const {
@@ -154,6 +177,17 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
   const double interval_s = std::chrono::duration<double>(options.interval).count();
   std::set<int64_t> used;
 
+  // The reference in force at t (the rule's, and the cost's), and the cost of running `dt` s at
+  // `power_w` from t (eta x amount + (1 - eta) x MAXPOWER x time at the reference).
+  const auto reference_at = [&](double t) {
+    return options.signal_max > 0 ? options.signal_max : timeline.trailing_mean(t, kDay_s);
+  };
+  const double max_power_w = follow.max_power_w;
+  const auto cost_of = [&](double t, double dt, double power_w, double signal) {
+    return options.eta * grid::amount_of(dt * power_w, signal) +
+           (1 - options.eta) * grid::amount_of(dt * max_power_w, reference_at(t));
+  };
+
   // One job from `start` (s since the trace's first row) under a policy.
   // fixed_mw: a fixed limit (Zeus's, the maximum); 0 follows the grid.
   auto run_job = [&](double start, int64_t fixed_mw) {
@@ -171,10 +205,12 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
       if (follow_grid) {
         const std::optional<double> forecast =
             options.forecast ? std::optional(timeline.mean(t, interval_s)) : std::nullopt;
+        const std::optional<double> reference =
+            options.signal_max > 0 ? std::nullopt : std::optional(reference_at(t));
         if (auto choice = rule.observe(signal,
                                        std::chrono::duration_cast<std::chrono::nanoseconds>(
                                            std::chrono::duration<double>(t)),
-                                       forecast)) {
+                                       forecast, reference)) {
           last_choice = t;
           if (choice->limit_mw != limit && !first) {
             ++run.limit_changes;
@@ -196,6 +232,7 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
       const double energy = dt * r.power_w;
       run.energy_j += energy;
       run.amount += grid::amount_of(energy, signal);
+      run.cost += cost_of(t, dt, r.power_w, signal);
       left -= dt / r.time_per_iter_s;
       t = end;
       if (end == done_at) {
@@ -206,14 +243,135 @@ GridReplayResult replay_grid(const WorkloadModel& model, const grid::SignalTrace
     return run;
   };
 
+  // The offline bound of one job (Note [offline bound]): the linear program's optimum over the
+  // time each limit runs in each row, for each end time, the least over end times.
+  struct Row {
+    double length_s = 0;
+    double cost_at_rest = 0;  // (1 - eta) MAXPOWER S_max per s: charged whatever the limit
+    double signal = 0;
+  };
+  std::vector<const Rates*> by_limit;
+  const Rates* by_limit_fastest = nullptr;
+  for (const auto& [mw, r] : rates) {
+    by_limit.push_back(&r);
+    if (by_limit_fastest == nullptr || r.time_per_iter_s < by_limit_fastest->time_per_iter_s) {
+      by_limit_fastest = &r;
+    }
+  }
+  const auto rows_from = [&](double start, double span) {
+    std::vector<Row> rows;
+    for (double t = start; t < start + span;) {
+      const double end = std::min(timeline.next_boundary(t), start + span);
+      rows.push_back(
+          {end - t, (1 - options.eta) * max_power_w * reference_at(t) / 3.6e6, timeline.value(t)});
+      t = end;
+    }
+    return rows;
+  };
+  // The least cost of the work in exactly `rows` (each run through, limits mixed at will): the
+  // dual max_lambda lambda W + sum_r L_r min_p (c_rp - lambda v_p), by bisection on its slope.
+  // std::nullopt where no mix does the work in exactly those rows (the fastest limit too slow, or
+  // the slowest too fast), within a relative 1e-9 of the work.
+  const auto least_cost = [&](const std::vector<Row>& rows) -> std::optional<double> {
+    const auto dual = [&](double lambda, double* progress) {
+      double g = lambda * iterations;
+      *progress = 0;
+      for (const Row& row : rows) {
+        const Rates* best = nullptr;
+        double best_score = 0;
+        for (const Rates* r : by_limit) {
+          const double c = options.eta * r->power_w * row.signal / 3.6e6 + row.cost_at_rest;
+          const double score = c - lambda / r->time_per_iter_s;
+          if (best == nullptr || score < best_score) {
+            best = r;
+            best_score = score;
+          }
+        }
+        g += row.length_s * best_score;
+        *progress += row.length_s / best->time_per_iter_s;
+      }
+      return g;
+    };
+    double fast = 0;
+    double slow = 0;
+    for (const Row& row : rows) {
+      double most = 0;
+      double least = INFINITY;
+      for (const Rates* r : by_limit) {
+        most = std::max(most, 1 / r->time_per_iter_s);
+        least = std::min(least, 1 / r->time_per_iter_s);
+      }
+      fast += row.length_s * most;
+      slow += row.length_s * least;
+    }
+    const double tolerance = 1e-9 * iterations;
+    if (fast < iterations - tolerance || slow > iterations + tolerance) {
+      return std::nullopt;
+    }
+    if (fast <= iterations + tolerance) {  // only the fastest limit does it (in every row)
+      double c = 0;
+      for (const Row& row : rows) {
+        double cheapest = INFINITY;
+        for (const Rates* r : by_limit) {
+          if (1 / r->time_per_iter_s >= 1 / by_limit_fastest->time_per_iter_s * (1 - 1e-12)) {
+            cheapest = std::min(cheapest,
+                                options.eta * r->power_w * row.signal / 3.6e6 + row.cost_at_rest);
+          }
+        }
+        c += row.length_s * cheapest;
+      }
+      return c;
+    }
+    double lo = 0;
+    double hi = 1e-9;
+    double progress = 0;
+    for (dual(hi, &progress); progress < iterations && hi < 1e30; dual(hi, &progress)) {
+      lo = hi;
+      hi *= 4;
+    }
+    for (int i = 0; i < 80; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      dual(mid, &progress);
+      (progress < iterations ? lo : hi) = mid;
+    }
+    double ignored = 0;
+    return std::max(dual(lo, &ignored), dual(hi, &ignored));
+  };
+  auto bound_job = [&](double start, const GridRun& rule) {
+    // End times from the fastest limit's to the slowest's, the rule's own among them (so the
+    // bound is never above the rule: the rule's run is one of the program's points).
+    double fastest = INFINITY;
+    double slowest = 0;
+    for (const Rates* r : by_limit) {
+      fastest = std::min(fastest, iterations * r->time_per_iter_s);
+      slowest = std::max(slowest, iterations * r->time_per_iter_s);
+    }
+    GridRun best = rule;  // the rule's run is one point of the program at its end
+    best.cost = least_cost(rows_from(start, rule.time_s)).value_or(rule.cost);
+    for (int i = 0; i <= 48; ++i) {
+      const double span = fastest + (slowest - fastest) * i / 48.0;
+      const auto c = least_cost(rows_from(start, span));
+      if (c && *c < best.cost) {
+        best.cost = *c;
+        best.time_s = span;
+      }
+    }
+    best.amount = 0;  // a mix of limits: its amount alone is not kept
+    best.energy_j = 0;
+    best.limit_changes = 0;
+    best.start_s = start;
+    return best;
+  };
+
   int n = options.recurrences;
   double zeus_t = 0;
   double rule_t = 0;
   double max_t = 0;
   const int64_t max_mw = model.max_power_limit_w(bs) * 1000;
   for (int i = 0; n == 0 ? (i == 0 || zeus_t < timeline.span_s()) : i < n; ++i) {
-    GridJobRecord rec{run_job(zeus_t, zeus_rule.zeus_limit_mw()), run_job(rule_t, 0),
-                      run_job(max_t, max_mw)};
+    GridJobRecord rec{
+        run_job(zeus_t, zeus_rule.zeus_limit_mw()), run_job(rule_t, 0), run_job(max_t, max_mw), {}};
+    rec.bound = bound_job(rule_t, rec.rule);
     zeus_t += rec.zeus.time_s;
     rule_t += rec.rule.time_s;
     max_t += rec.max_limit.time_s;

@@ -48,6 +48,9 @@ ZeusdReply ZeusdClient::request(std::string_view method, std::string_view target
   if (!endpoint_.token.empty()) {
     r.headers.push_back("Authorization: Bearer " + endpoint_.token);
   }
+  if (!endpoint_.admin_token.empty()) {
+    r.headers.push_back("X-Zeusd-Admin-Token: " + endpoint_.admin_token);
+  }
   try {
     http_client::Reply reply = http_->perform(r);
     return ZeusdReply{reply.status, std::move(reply.body)};
@@ -58,6 +61,27 @@ ZeusdReply ZeusdClient::request(std::string_view method, std::string_view target
         e.what(), endpoint_.describe(),
         endpoint_.socket_path.empty() ? kEnvZeusdHostPort.name : kEnvZeusdSockPath.name));
   }
+}
+
+std::vector<DaemonGpu> ZeusdClient::discover_gpus() {
+  const ZeusdReply r = request("GET", "/discover");
+  std::vector<DaemonGpu> out;
+  try {
+    if (r.status != 200) {
+      throw IoError(fmt::format("HTTP {}: {}", r.status, message_of(r.body)));
+    }
+    const auto reply = nlohmann::json::parse(r.body);  // alive for the loop (not a temporary)
+    for (const auto& g : reply.at("gpus")) {
+      out.push_back(DaemonGpu{.id = g.at("id").get<int>(),
+                              .name = g.value("name", ""),
+                              .uuid = g.value("uuid", ""),
+                              .pci_address = g.value("pci_address", "")});
+    }
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("{} answered GET /discover with no GPU list ({}); is it zeusd?",
+                              endpoint_.describe(), e.what()));
+  }
+  return out;
 }
 
 void ZeusdClient::set_power_limit_mw(int gpu_id, int64_t limit_mw) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zeus::http_client {
 class Client;
@@ -21,6 +22,10 @@ struct ZeusdEndpoint {
   std::string socket_path;  // set: the Unix socket
   std::string host_port;    // else: "host:port"
   std::string token;        // sent as "Authorization: Bearer <token>" when not empty
+  // zeusd's administrator credential (the contents of its admin token file, docs/zeusd.md),
+  // sent as "X-Zeusd-Admin-Token" when not empty: changes then persist and end leases, and job
+  // energy records may be started and stopped. Never taken from a job's environment.
+  std::string admin_token;
 
   // ZEUSD_SOCK_PATH, else ZEUSD_HOST_PORT (with ZEUSD_TOKEN), else std::nullopt.
   static std::optional<ZeusdEndpoint> from_env();
@@ -30,6 +35,15 @@ struct ZeusdEndpoint {
 struct ZeusdReply {
   long status = 0;
   std::string body;
+};
+
+// One GPU as the daemon lists it (GET /discover). `uuid` is zeus-cpp's addition (empty from
+// upstream's zeusd); `pci_address` is upstream HEAD's (empty from its tagged releases).
+struct DaemonGpu {
+  int id = 0;  // the daemon's GPU id: what the wire's gpu_ids name
+  std::string name;
+  std::string uuid;
+  std::string pci_address;
 };
 
 class ZeusdClient {
@@ -43,6 +57,10 @@ class ZeusdClient {
   // Throws IoError naming the endpoint when it cannot be reached (daemon not running, socket
   // permissions).
   ZeusdReply request(std::string_view method, std::string_view target);
+
+  // The daemon's GPUs (GET /discover). Throws IoError when it cannot be reached or answers
+  // with anything but 200 and a GPU list.
+  std::vector<DaemonGpu> discover_gpus();
 
   // POST /gpu/set_power_limit for one GPU id (its machine index), blocking. Non-200 replies throw
   // the error the status means (403 PermissionError, 409 PermissionError naming the holder, 400

@@ -23,6 +23,10 @@ ZeusdReply ZeusdClient::request(std::string_view, std::string_view) {
   throw InternalError("ZeusdClient::request in a build without libcurl");
 }
 
+std::vector<DaemonGpu> ZeusdClient::discover_gpus() {
+  throw InternalError("ZeusdClient::discover_gpus in a build without libcurl");
+}
+
 void ZeusdClient::set_power_limit_mw(int, int64_t) {
   throw InternalError("ZeusdClient::set_power_limit_mw in a build without libcurl");
 }

@@ -4,15 +4,30 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "zeus/device/gpu_set.h"
 #include "zeus/device/zeusd/zeusd_client.h"
 
 namespace zeus::device::zeusd {
 
+// Which of the daemon's GPUs is GPU `gpu` of `local` (Note [GPU identity] in docs/zeusd.md):
+// the daemon's GPU of the same UUID; else of the same PCI address (upstream HEAD's zeusd lists
+// no UUIDs); else, where the daemon lists neither (upstream's tagged zeusd) or the GPU has no
+// identity a daemon could know (a simulated GPU: no PCI address, a UUID of its own), the daemon's
+// GPU of its machine index, as upstream's client sends. A pod sees only its own GPUs, numbered
+// from 0, so an index is never sent where an identity matches. Throws ConfigError naming the GPU
+// and what the daemon has when a GPU with an identity matches none (another node's daemon, or a
+// GPU zeusd does not see).
+int daemon_gpu_id(const GpuSet& local, int gpu, const std::vector<DaemonGpu>& daemon,
+                  const std::string& where);
+
 class ZeusdGpuSet final : public GpuSet {
  public:
-  // The daemon names GPUs by `inner->machine_index(gpu)` (its wire API's GPU ids).
+  // The daemon's id of each GPU is found by daemon_gpu_id() at the first change (a set that
+  // only reads never asks the daemon).
   ZeusdGpuSet(std::unique_ptr<GpuSet> inner, const ZeusdEndpoint& endpoint);
   ~ZeusdGpuSet() override;
 
@@ -51,8 +66,13 @@ class ZeusdGpuSet final : public GpuSet {
   void reset_mem_locked_clocks(int gpu) override;
 
  private:
+  // The daemon's id of `gpu` (asks the daemon's GPU list once).
+  int daemon_id(int gpu);
+
   std::unique_ptr<GpuSet> inner_;
   ZeusdClient client_;
+  std::mutex ids_mu_;
+  std::optional<std::vector<DaemonGpu>> daemon_gpus_;  // under ids_mu_
 };
 
 }  // namespace zeus::device::zeusd
