@@ -208,6 +208,27 @@ TEST(MultiProcess, GradientSyncMatchesSingleProcessOnTheUnion) {
   }
 }
 
+// Issue #52: the wait the per-GPU plan runs on (Note [own step time], GradientSync::finish). Rank 1
+// is 25 ms slower a step; armed, the ranks' own step times differ by that within 10% and rank 0's
+// wait holds it; disarmed (outside profiling and pace checks) nothing is counted.
+TEST(MultiProcess, TheGradientSyncsWaitIsWhatASlowerRankCosts) {
+  constexpr double kSlowMs = 25;
+  const auto armed = test::run_ranks({ZEUS_DIST_WORKER_PATH, "sync_wait", "armed", "25"}, 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(armed[r].process.exit_code, 0) << "rank " << r << ": " << armed[r].process.out;
+  }
+  const double own0 = std::stod(armed[0].values.at("own_ms"));
+  const double own1 = std::stod(armed[1].values.at("own_ms"));
+  const double wait0 = std::stod(armed[0].values.at("wait_ms"));
+  EXPECT_NEAR(own1 - own0, kSlowMs, 0.1 * kSlowMs) << "own " << own0 << " / " << own1;
+  EXPECT_NEAR(wait0, kSlowMs, 0.1 * kSlowMs + own1) << "rank 0 waited for rank 1";
+  const auto disarmed = test::run_ranks({ZEUS_DIST_WORKER_PATH, "sync_wait", "disarmed", "25"}, 2);
+  ASSERT_EQ(disarmed[0].process.exit_code, 0) << disarmed[0].process.out;
+  EXPECT_EQ(std::stod(disarmed[0].values.at("wait_ms")), 0.0);
+  EXPECT_GT(std::stod(disarmed[0].values.at("own_ms")), 0.9 * kSlowMs)
+      << "uncounted, the wait reads as rank 0's own time";
+}
+
 // Two `zeus run` launchers on one machine (--nnodes 2, node ranks 0 and 1, 2 workers each) form
 // one world of 4: every rank's all-reduce sees all four.
 TEST(MultiProcess, TwoZeusRunLaunchersFormOneWorld) {

@@ -4,18 +4,27 @@
 // GPU that slows down mid-run. The same over real processes: loader_test's zeus run example.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "support/sim_job.h"
 #include "support/test_support.h"
 #include "support/thread_world.h"
+#include "zeus/common/atomic_file.h"
+#include "zeus/common/logging.h"
+#include "zeus/common/posix.h"
+#include "zeus/common/sync_wait.h"
+#include "zeus/contract/run_files.h"
 #include "zeus/device/sim/sim_gpu_set.h"
 #include "zeus/job/energy_job.h"
 #include "zeus/job/gpu_plan.h"
 #include "zeus/job/messages.h"
+#include "zeus/job/planned_limits.h"
 #include "zeus/optimize/per_gpu_plan.h"
+#include "zeus/optimize/power_profile.h"
 #include "zeus/report/report.h"
 #include "zeus/sim/data_parallel.h"
 #include "zeus/trace/power_trace.h"
@@ -100,7 +109,8 @@ TEST(PerGpuJob, AStragglerJobEndsAtThePlanAndSpendsLessThanOneLimit) {
   EXPECT_EQ(plan.power_limit_plan, "per_gpu");
   EXPECT_EQ(plan.power_limits_mw, want);
   EXPECT_EQ(one.power_limit_plan, "global");
-  EXPECT_TRUE(one.power_limits_mw.empty());
+  EXPECT_EQ(one.power_limits_mw, std::vector<int64_t>(4, 175'000))
+      << "every plan records one limit per GPU (issue #52), Zeus's one limit too";
   EXPECT_EQ(one.optimal_power_limit_mw, std::optional<int64_t>(175'000));
   // After profiling (epoch 0), the plan spends less energy than the one limit, and no more time.
   EXPECT_LT(train_from(plan, 1).energy_j, 0.97 * train_from(one, 1).energy_j);
@@ -244,6 +254,139 @@ TEST(JobMessages, WindowAndCurvesRoundTrip) {
   auto lying = body;
   lying[2] = 3;  // GPU 0 claims 3 points: the body ends inside GPU 1's
   EXPECT_THROW(CurvesMessage::decode(head, lying), DistError);
+}
+
+// Note [sampled pace] (issue #52): the waits at the gradient sync are counted (on CUDA a stream
+// synchronize a step) while profiling and over each pace check's sample of kPaceSampleSteps, not
+// for the whole job. Rank 0 looks after each of its train steps; rank 1 toggles the same
+// process-wide switch at the same steps, a step or so apart, hence the tolerance.
+TEST(PerGpuJob, TheWaitsAreCountedOnlyWhileProfilingAndOverThePaceSamples) {
+  test::TempDir dir;
+  test::ScopedEnv no_state("ZEUS_SIM_STATE", std::nullopt);
+  test::ScopedEnv no_gpus("ZEUS_SIM_GPUS", std::nullopt);
+  test::ScopedEnv no_plan("ZEUS_POWER_LIMIT_PLAN", std::nullopt);
+  test::ThreadWorld threads(2, 2);
+  std::vector<int> armed_steps;  // rank 0: per epoch
+  std::vector<int> steps;
+  const auto errors = test::run_ranks(threads, [&](int rank, Collectives& c) {
+    JobOptions o = test::quick_sim_job(dir.path());
+    o.device = "sim:v100,v100*1.2:cifar100:1024";
+    o.per_gpu_limits = true;
+    EnergyJob job(resolve_job_options(o, 2, 16, 2), c);
+    while (auto epoch = job.next_epoch()) {
+      const int n = *epoch == 0 ? 30 : 500;
+      int armed = 0;
+      job.begin_train_epoch(n);
+      for (int i = 0; i < n; ++i) {
+        job.train_step_begin();
+        job.train_step_end();
+        armed += sync_wait::armed() ? 1 : 0;
+      }
+      job.end_train_epoch();
+      job.begin_eval_epoch(5);
+      for (int i = 0; i < 5; ++i) {
+        job.eval_step_end();
+      }
+      job.end_eval_epoch();
+      job.report_metric(0.5);
+      if (rank == 0) {
+        armed_steps.push_back(armed);
+        steps.push_back(n);
+      }
+    }
+  });
+  for (const auto& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+  ASSERT_EQ(armed_steps.size(), 2u);
+  EXPECT_GE(armed_steps[0], 20) << "profiling (7 limits x 3 steps) counts the waits";
+  // After the plan, 5 checks in 500 steps, each over its last kPaceSampleSteps.
+  const int sampled = static_cast<int>(steps[1] / kDriftCheckSteps * kPaceSampleSteps);
+  EXPECT_NEAR(armed_steps[1], sampled, 12) << "of " << steps[1] << " steps";
+  EXPECT_LT(armed_steps[1], steps[1] / 3) << "not the whole job";
+  EXPECT_FALSE(sync_wait::armed()) << "the job ended disarmed";
+}
+
+// A job on the machine's clock whose program averages gradients without GradientSync: no wait is
+// counted, so the plan runs on wall time; the master says so once, naming what to do.
+TEST(PerGpuJob, APlanOnWallTimeIsSaidOnce) {
+  test::TempDir dir;
+  test::FakeNvml nvml(test::four_a40s());
+  test::ScopedEnv no_plan("ZEUS_POWER_LIMIT_PLAN", std::nullopt);
+  std::ostringstream said;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(said);
+  logger().sinks().push_back(sink);
+  test::ThreadWorld threads(2, 2);
+  const auto errors = test::run_ranks(threads, [&](int, Collectives& c) {
+    JobOptions o = test::quick_sim_job(dir.path());
+    o.device = "nvml";
+    o.per_gpu_limits = true;
+    EnergyJob job(resolve_job_options(o, 2, 16, 2), c);
+    while (auto epoch = job.next_epoch()) {
+      test::run_epoch(job, *epoch == 0 ? 30 : 250, 2, 0.5);
+    }
+  });
+  logger().sinks().pop_back();
+  for (const auto& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+  const std::string text = said.str();
+  const auto first = text.find("no zeus::distributed::GradientSync counted a wait");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("no zeus::distributed::GradientSync counted a wait", first + 1),
+            std::string::npos)
+      << "said once";
+  EXPECT_THAT(text, HasSubstr("ZEUS_POWER_LIMIT_PLAN=global"));
+}
+
+// Issue #52: a profile keeps each GPU's curve under its UUID and host. A rerun on the same GPUs
+// finds its curves by them, whatever their order in the file; a rerun on other GPUs profiles
+// again; a profile without curves (a global job's, Zeus's) is used with Zeus's one limit.
+TEST(PerGpuJob, SavedCurvesAreFoundByGpuNotByRank) {
+  test::TempDir dir;
+  const World straggler{.device = "sim:v100,v100*1.2:cifar100:1024", .ranks = 2};
+  const TrainResult first = run(straggler, dir.path());
+  ASSERT_TRUE(first.profiled);
+  ASSERT_LT(first.power_limits_mw[0], first.power_limits_mw[1])
+      << "a plan that tells the GPUs apart";
+  const auto file = contract::power_profile_path(dir.path(), 32);
+  auto profile = optimize::power_profile_from_json(read_file(file), "profile");
+  ASSERT_EQ(profile.per_gpu.size(), 2u);
+  EXPECT_EQ(profile.per_gpu[0].uuid, "SIM-v100-0");
+  EXPECT_EQ(profile.per_gpu[1].uuid, "SIM-v100-1");
+  EXPECT_EQ(profile.per_gpu[0].host, host_name());
+  // The file's curves in the other order: found by UUID, the same plan by rank.
+  std::swap(profile.per_gpu[0], profile.per_gpu[1]);
+  std::swap(profile.optimal_per_gpu_mw[0], profile.optimal_per_gpu_mw[1]);
+  write_file_atomic(file, optimize::to_json(profile));
+  const TrainResult again = run(straggler, dir.path());
+  EXPECT_FALSE(again.profiled);
+  EXPECT_EQ(again.power_limits_mw, first.power_limits_mw);
+  // Curves of other GPUs (another node's): profiled again, and the file now holds these.
+  for (auto& c : profile.per_gpu) {
+    c.host = "another-node";
+  }
+  write_file_atomic(file, optimize::to_json(profile));
+  const TrainResult other = run(straggler, dir.path());
+  EXPECT_TRUE(other.profiled);
+  EXPECT_EQ(optimize::power_profile_from_json(read_file(file), "profile").per_gpu[0].host,
+            host_name());
+  // No curves: Zeus's one limit from the file, and the log says why.
+  profile.per_gpu.clear();
+  profile.optimal_per_gpu_mw.clear();
+  write_file_atomic(file, optimize::to_json(profile));
+  std::ostringstream said;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(said);
+  logger().sinks().push_back(sink);
+  const TrainResult global = run(straggler, dir.path());
+  logger().sinks().pop_back();
+  EXPECT_FALSE(global.profiled);
+  EXPECT_EQ(global.power_limits_mw, std::vector<int64_t>(2, profile.optimal_power_limit_mw));
+  EXPECT_THAT(said.str(), HasSubstr("it has no per-GPU curves"));
 }
 
 }  // namespace

@@ -150,17 +150,53 @@ TEST(PerGpuPlan, MatchesBruteForceOnRandomMixes) {
       c.max_limit_mw = 300'000;
       curves.push_back(std::move(c));
     }
+    // Every fifth trial, equal GPUs (Zeus's shortcut), and every fifth but one, equal GPUs but
+    // one point perturbed by 1e-12 (the exact search): both must be the brute force's.
+    if (trial % 5 == 0 || trial % 5 == 1) {
+      for (int g = 1; g < gpus; ++g) {
+        curves[static_cast<size_t>(g)] = curves.front();
+      }
+      if (trial % 5 == 1) {
+        curves.back().points.front().power_w *= 1 + 1e-12;
+      }
+    }
     const CostModel cost = data_parallel_cost(curves, u(rng));
     for (const char* s : {"cost", "energy", "time", "slowdown:1.1", "slowdown:1.3"}) {
       const SelectorOptions selector = parse_selector(s);
       const PlanOutcome want = brute_force(curves, cost, selector);
       const PlanOutcome got = plan_per_gpu(curves, cost, selector);
       EXPECT_EQ(got.limits_mw, want.limits_mw) << "trial " << trial << " selector " << s;
-      EXPECT_DOUBLE_EQ(got.cost, want.cost) << "trial " << trial << " selector " << s;
+      EXPECT_NEAR(got.cost, want.cost, 1e-9 * want.cost) << "trial " << trial << " selector " << s;
       ++checked;
     }
   }
   EXPECT_EQ(checked, 1500);
+}
+
+// Issue #52's case: two equal GPUs under slowdown:f, where Zeus's rule (the lowest limit within
+// the bound) spends more than a higher limit that also meets it.
+TEST(PerGpuPlan, TheSlowdownSelectorIsTheLeastEnergyWithinTheBoundOnEqualGpus) {
+  GpuCurve c;
+  c.idle_power_w = 50;
+  c.max_limit_mw = 300'000;
+  // 300 W: 1.00 s at 300 W; 275 W: 1.05 s at 250 W (idle-net 210 J); 250 W: 1.09 s at 245 W
+  // (212.6 J): both within 1.1x, the lower limit the costlier.
+  c.points = {{300'000, 1.00, 300}, {275'000, 1.05, 250}, {250'000, 1.09, 245}};
+  const std::vector<GpuCurve> equal{c, c};
+  const CostModel cost = data_parallel_cost(equal, 0.5);
+  const SelectorOptions slowdown = parse_selector("slowdown:1.1");
+  const PlanOutcome zeus = *plan_single_limit(equal, cost, slowdown);
+  EXPECT_EQ(zeus.limits_mw, (std::vector<int64_t>{250'000, 250'000})) << "Zeus's rule";
+  const PlanOutcome got = plan_per_gpu(equal, cost, slowdown);
+  EXPECT_EQ(got.limits_mw, (std::vector<int64_t>{275'000, 275'000}));
+  EXPECT_LT(got.energy_j, zeus.energy_j);
+  EXPECT_EQ(got.limits_mw, brute_force(equal, cost, slowdown).limits_mw);
+  std::vector<GpuCurve> nearly = equal;
+  nearly[1].points[2].power_w *= 1 + 1e-12;
+  EXPECT_EQ(plan_per_gpu(nearly, cost, slowdown).limits_mw, got.limits_mw) << "no flip";
+  // Where Zeus's choice is the best, equal GPUs keep it (cost, with its ties).
+  EXPECT_EQ(plan_per_gpu(equal, cost, parse_selector("cost")).limits_mw,
+            plan_single_limit(equal, cost, parse_selector("cost"))->limits_mw);
 }
 
 TEST(PerGpuPlan, TheProfileFileKeepsEachGpusCurveAndThePlan) {
@@ -169,6 +205,8 @@ TEST(PerGpuPlan, TheProfileFileKeepsEachGpusCurveAndThePlan) {
   p.train[200'000] = {200'000, 5.0, 400};
   p.optimal_power_limit_mw = 200'000;
   p.per_gpu = {two_limit_gpu(1.0), two_limit_gpu(1.5)};
+  p.per_gpu[0].uuid = "GPU-aaaa";
+  p.per_gpu[0].host = "node-1";
   p.optimal_per_gpu_mw = {100'000, 200'000};
   const std::string text = to_json(p);
   const PowerProfile back = power_profile_from_json(text, "bs256.power.json");
@@ -177,6 +215,8 @@ TEST(PerGpuPlan, TheProfileFileKeepsEachGpusCurveAndThePlan) {
     EXPECT_EQ(back.per_gpu[g].idle_power_w, p.per_gpu[g].idle_power_w);
     EXPECT_EQ(back.per_gpu[g].max_limit_mw, p.per_gpu[g].max_limit_mw);
     EXPECT_THAT(back.per_gpu[g].points, ::testing::UnorderedElementsAreArray(p.per_gpu[g].points));
+    EXPECT_EQ(back.per_gpu[g].uuid, p.per_gpu[g].uuid) << "whose curve it is";
+    EXPECT_EQ(back.per_gpu[g].host, p.per_gpu[g].host);
   }
   EXPECT_EQ(back.optimal_per_gpu_mw, p.optimal_per_gpu_mw);
   // Zeus's keys are unchanged: a file without the per-GPU part reads as before.

@@ -3,6 +3,8 @@
 // measure what synchronization costs). Started with torchrun's environment by run.py; rank 0
 // prints one JSON line with the measured throughput and its minor page faults per iteration
 // (the cost of glibc's dynamic mmap threshold when malloc is left untuned: bench/README.md).
+// --count-waits arms common/sync_wait.h as an energy job does while profiling and sampling a
+// GPU's pace (bench/per_gpu_plan/armed_cost.py measures what that costs a step).
 #include <sys/resource.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "net.h"
+#include "zeus/common/sync_wait.h"
 #include "zeus/data/fashion_mnist.h"
 #include "zeus/distributed/backend.h"
 #include "zeus/distributed/context.h"
@@ -62,8 +65,9 @@ void flat_all_reduce(zeus::distributed::Context& ctx, Net& net) {
 }  // namespace
 
 static int run(const std::string& sync, int iters, int warmup, int64_t batch_size, int threads,
-               const std::string& data_dir, bool breakdown, double bucket_cap_mb,
-               bool tune_malloc) {
+               const std::string& data_dir, bool breakdown, double bucket_cap_mb, bool tune_malloc,
+               bool count_waits) {
+  zeus::sync_wait::arm(count_waits);
   torch::set_num_threads(threads);
   zeus::distributed::InitOptions init_options;
   init_options.tune_malloc = tune_malloc;
@@ -154,11 +158,11 @@ static int run(const std::string& sync, int iters, int warmup, int64_t batch_siz
     std::printf(
         "{\"side\": \"zeus-cpp\", \"sync\": \"%s\", \"world\": %d, \"iters\": %d, "
         "\"batch_size\": %lld, \"elapsed_s\": %.6f, \"samples_per_s\": %.3f, \"mean_loss\": "
-        "%.5f, \"minor_faults_per_iter\": %.1f}\n",
+        "%.5f, \"minor_faults_per_iter\": %.1f, \"count_waits\": %s}\n",
         sync.c_str(), ctx->world_size(), iters, static_cast<long long>(batch_size), elapsed_s,
         static_cast<double>(iters) * static_cast<double>(batch_size) * ctx->world_size() /
             elapsed_s,
-        mean_loss, faults_per_iter);
+        mean_loss, faults_per_iter, count_waits ? "true" : "false");
   }
   return 0;
 }
@@ -185,10 +189,13 @@ int main(int argc, char** argv) {
                "InitOptions::tune_malloc = false: glibc's default (dynamic) malloc thresholds");
   bool breakdown = false;
   app.add_flag("--breakdown", breakdown, "print each rank's time per phase to stderr");
+  bool count_waits = false;
+  app.add_flag("--count-waits", count_waits,
+               "count the waits at the gradient sync (an energy job's profiling and pace samples)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(sync, iters, warmup, batch_size, threads, data_dir, breakdown, bucket_cap_mb,
-               !glibc_malloc);
+               !glibc_malloc, count_waits);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zeus_ddp_worker: %s\n", e.what());
     return 1;

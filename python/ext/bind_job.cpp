@@ -165,6 +165,38 @@ void bind_job(py::module_& m) {
             return p.observe(steps, own_s);
           },
           py::arg("steps"), py::arg("own_s"), "A pace check: why the plan changed, or None.")
+      .def(
+          "curves_json",
+          [](const job::GpuPlan& p,
+             const std::vector<std::pair<std::string, std::string>>& owners) {
+            std::vector<optimize::GpuCurve> curves = p.curves();
+            for (size_t r = 0; r < curves.size() && r < owners.size(); ++r) {
+              curves[r].uuid = owners[r].first;
+              curves[r].host = owners[r].second;
+            }
+            return optimize::curves_to_json(curves);
+          },
+          py::arg("owners"),
+          "The profiled curves (the profile file's per_gpu array) under each rank's (uuid, host).")
+      .def(
+          "load_json",
+          [](job::GpuPlan& p, const std::string& text,
+             const std::vector<std::pair<std::string, std::string>>& owners,
+             const std::string& source) -> std::optional<std::string> {
+            std::vector<optimize::CurveOwner> gpus;
+            for (const auto& [uuid, host] : owners) {
+              gpus.push_back({uuid, host});
+            }
+            optimize::CurvesMatch m =
+                optimize::match_curves(optimize::curves_from_json(text, source), gpus);
+            if (!m.curves) {
+              return m.why_not;
+            }
+            p.load(std::move(*m.curves));
+            return std::nullopt;
+          },
+          py::arg("text"), py::arg("owners"), py::arg("source"),
+          "Loads saved curves of these GPUs (by UUID and host): None, else why not.")
       .def("set_eta", &job::GpuPlan::set_eta, py::arg("eta"),
            "Zeus's knob for the next plan() (the grid's signal moves it).")
       .def_property_readonly("limits_mw", &job::GpuPlan::limits_mw)

@@ -38,11 +38,13 @@ def run_world(plan: str, tmp_path: Path, *extra: str, device: str = DEVICE) -> d
             env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
+    errs = []
     for p in procs:
         out, err = p.communicate(timeout=180)
         assert p.returncode == 0, err[-4000:]
         outs.append(out)
-    return json.loads(outs[0].strip().splitlines()[-1])
+        errs.append(err)
+    return dict(json.loads(outs[0].strip().splitlines()[-1]), stderr=errs[0])
 
 
 def test_two_ranks_agree_on_the_plan_and_spend_less_than_one_limit(job_env: Path,
@@ -118,3 +120,50 @@ def test_on_one_process_it_is_the_global_optimizer(job_env: Path,
         assert getattr(plo, "optimal_power_limits", None) is None
         plo.close()
     assert chosen[0] == chosen[1]
+
+
+def test_a_saved_profile_is_planned_per_gpu_from_its_gpus_curves(job_env: Path,
+                                                                 tmp_path: Path) -> None:
+    """Issue #52: the profile file keeps each GPU's curve under its UUID and host; a rerun on the
+    same GPUs plans per GPU without profiling (it used to become the global optimizer), one on
+    other GPUs profiles again, one from a file without curves runs Zeus's one limit, saying why."""
+    profile = tmp_path / "profile.json"
+    first = run_world("per_gpu", tmp_path, "--profile", str(profile))
+    assert first["profiled"] and first["limits_mw"][0] < first["limits_mw"][1]
+    doc = json.loads(profile.read_text())
+    assert [c["uuid"] for c in doc["per_gpu"]] == ["SIM-v100-0", "SIM-v100-1"]
+    assert "measurements" in doc  # upstream's key, for upstream's reader
+    again = run_world("per_gpu", tmp_path, "--profile", str(profile))
+    assert not again["profiled"]
+    assert again["limits_mw"] == first["limits_mw"]
+    assert again["own_limits_mw"] == first["limits_mw"]
+    for c in doc["per_gpu"]:
+        c["host"] = "another-node"
+    profile.write_text(json.dumps(doc))
+    other = run_world("per_gpu", tmp_path, "--profile", str(profile))
+    assert other["profiled"] and "not of these GPUs" in other["stderr"]
+    assert json.loads(profile.read_text())["per_gpu"][0]["host"] != "another-node"
+    doc.pop("per_gpu")
+    profile.write_text(json.dumps(doc))
+    zeus_only = run_world("per_gpu", tmp_path, "--profile", str(profile))
+    assert not zeus_only["profiled"] and zeus_only["limits_mw"] is None
+    assert "it has no per-GPU curves" in zeus_only["stderr"]
+
+
+def test_a_monitor_of_several_gpus_is_refused_before_any_limit_is_set(job_env: Path,
+                                                                      fake_nvml) -> None:
+    """The one-GPU-per-monitor check comes before the optimizer sets (or journals) anything."""
+    import zeus_cpp.optimizer.power_limit as pl
+    from zeus_cpp.monitor import ZeusMonitor
+    from zeus_cpp.optimizer.power_limit import PerGpuPowerLimitOptimizer
+
+    limits_before = fake_nvml.limits_w()
+    world = pl._world_size
+    pl._world_size = lambda: 2  # as under torch.distributed with two ranks
+    try:
+        with pytest.raises(ValueError, match="own GPU"):
+            PerGpuPowerLimitOptimizer(ZeusMonitor(gpu_indices=[0, 1]))
+    finally:
+        pl._world_size = world
+    assert fake_nvml.limits_w() == limits_before
+    assert fake_nvml.sets() == []

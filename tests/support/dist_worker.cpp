@@ -3,6 +3,8 @@
 //   collectives: barrier, all_reduce_mean/max of the rank
 //   sync_model:  a Linear with rank-dependent weights, then sync_model; prints checksums
 //   gradient_sync: GradientSync against one process on the union of the data
+//   sync_wait [armed|disarmed] MS: 20 steps, rank 1 slowed by MS ms before each forward; prints
+//     each rank's own step time (wall less the waits GradientSync counted) and its wait, in ms
 //   unused_params: find_unused_parameters on and off
 //   peer_dies:   rank 1 exits right after init; rank 0's all-reduce must fail, not hang
 //   elastic FILE: all-reduce 1 (the world size), print it, wait until FILE exists
@@ -25,6 +27,7 @@
 #include <thread>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/sync_wait.h"
 #include "zeus/distributed/context.h"
 #include "zeus/distributed/gradient_sync.h"
 #include "zeus/distributed/spawn.h"
@@ -66,6 +69,40 @@ double max_diff(torch::nn::Module& a, torch::nn::Module& b) {
 // Two steps with GradientSync on this rank's 8 rows of a shared 8 x world dataset (the second
 // step accumulates two micro-batches, the first under no_sync), against one process doing the
 // same on all the rows.
+// Note [own step time] on Gloo: rank 1 takes `slow_ms` longer before each forward (a slower GPU),
+// so rank 0's finish() waits that long for rank 1's buckets; each rank's own step time is its wall
+// time less the waits GradientSync counted while the energy job armed it.
+void sync_wait_scenario(zeus::distributed::Context& ctx, bool armed, int slow_ms) {
+  torch::manual_seed(99);
+  auto model = make_model();
+  zeus::distributed::sync_model(ctx, *model);
+  zeus::distributed::GradientSync sync(ctx, *model);
+  const auto x = torch::randn({16, 4});
+  const auto y = torch::randn({16, 1});
+  const auto step = [&] {
+    if (ctx.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+    }
+    torch::nn::functional::mse_loss(model->forward(x), y).backward();
+    sync.finish();
+    sgd_step(*model);
+  };
+  step();  // warm
+  zeus::sync_wait::arm(armed);
+  ctx.barrier();
+  constexpr int kSteps = 20;
+  const auto wait_before = zeus::sync_wait::total();
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < kSteps; ++i) {
+    step();
+  }
+  const auto wall = std::chrono::steady_clock::now() - begin;
+  const auto wait = zeus::sync_wait::total() - wait_before;
+  const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::printf("own_ms=%.3f\nwait_ms=%.3f\n", ms(wall - wait) / kSteps, ms(wait) / kSteps);
+  zeus::sync_wait::arm(false);
+}
+
 void gradient_sync_scenario(zeus::distributed::Context& ctx) {
   const int world = ctx.world_size();
   torch::manual_seed(1234);
@@ -215,6 +252,8 @@ int main(int argc, char** argv) {
       ctx->barrier();
     } else if (scenario == "gradient_sync") {
       gradient_sync_scenario(*ctx);
+    } else if (scenario == "sync_wait" && argc == 4) {
+      sync_wait_scenario(*ctx, std::string(argv[2]) == "armed", std::atoi(argv[3]));
     } else if (scenario == "unused_params") {
       unused_params_scenario(*ctx);
     } else if (scenario == "buffers") {

@@ -48,6 +48,7 @@ def main() -> None:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slowdown", type=float, default=1.0)
     p.add_argument("--no-follow", action="store_true", help="keep the first per-GPU plan")
+    p.add_argument("--profile", help="the optimizer's profile_path")
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -63,10 +64,12 @@ def main() -> None:
             wait_steps=1, warmup_steps=1, profile_steps=3, pl_step=25, poll_s=0.002)
     else:
         cls = PerGpuPowerLimitOptimizer if args.plan == "per_gpu" else GlobalPowerLimitOptimizer
-        plo = cls(monitor, wait_steps=1, warmup_steps=1, profile_steps=3, pl_step=25)
+        plo = cls(monitor, wait_steps=1, warmup_steps=1, profile_steps=3, pl_step=25,
+                  profile_path=args.profile)
     if args.no_follow:
         plo.check_steps = 10**9
     plo.on_epoch_begin()
+    profiled = type(plo.state).__name__ != "Done"
     steps = 0
     while type(plo.state).__name__ != "Done":
         plo.on_step_begin()
@@ -98,7 +101,7 @@ def main() -> None:
     dist.all_reduce(own)
     limits = getattr(plo, "optimal_power_limits", None)
     if rank == 0:
-        print(json.dumps({"limits_mw": limits,
+        print(json.dumps({"limits_mw": limits, "profiled": profiled,
                           "first_limits_mw": first_limits,
                           "replans": getattr(plo, "replans", []),
                           "single_mw": plo.state.optimal_power_limit,

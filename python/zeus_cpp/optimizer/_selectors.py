@@ -109,11 +109,17 @@ class MaxSlowdownConstraint(OptimumSelector):
         return min(m.power_limit for m in measurements if m.time <= self.factor * top.time)
 
 
-def save_profile(path: Path, measurements: list[PowerLimitMeasurement]) -> None:
+def save_profile(path: Path, measurements: list[PowerLimitMeasurement],
+                 per_gpu: list | None = None) -> None:
     """Upstream's profile JSON (``{"measurements": [...]}``, indented by 4), written atomically:
-    a temporary file in the same directory, fsynced, renamed over ``path``."""
+    a temporary file in the same directory, fsynced, renamed over ``path``. zeus-cpp's per-GPU
+    curves (the C++ profile's ``per_gpu`` array) go under a key of their own, which upstream's
+    reader leaves alone."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"measurements": [asdict(m) for m in measurements]}, indent=4)
+    doc: dict = {"measurements": [asdict(m) for m in measurements]}
+    if per_gpu:
+        doc["per_gpu"] = per_gpu
+    text = json.dumps(doc, indent=4)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -54,6 +54,17 @@ def all_reduce(values: list[float], op: str) -> list[float]:
     return tensor.cpu().tolist()
 
 
+def gather_strings(mine: str) -> list[str]:
+    """Every rank's `mine`, by rank (one all_gather_object); [mine] without a group."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [mine]
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, mine)
+    return [str(s) for s in out]
+
+
 def world_size() -> int:
     """Ranks in torch.distributed's default group; 1 without one."""
     import torch.distributed as dist

@@ -29,6 +29,7 @@ from zeus_cpp.monitor import ZeusMonitor
 from zeus_cpp.optimizer._job_push import JobPush
 from zeus_cpp.optimizer._states import Done, Profiling, Ready, Warmup
 from zeus_cpp.optimizer._states import all_reduce as _all_reduce
+from zeus_cpp.optimizer._states import gather_strings as _gather_strings
 from zeus_cpp.optimizer._states import world_size as _world_size
 from zeus_cpp.optimizer._frameworks import (
     HFGlobalPowerLimitOptimizer,
@@ -379,8 +380,11 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
     again, without profiling (``replans``). On one process it is ``GlobalPowerLimitOptimizer``.
 
     A rank's own step time: on simulated GPUs with a virtual clock, its GPU's trace time; on
-    real GPUs Python cannot see DDP's wait inside backward, so it is the wall time, and the plan
-    differs from Zeus's only where the GPUs' power differs (the C++ loader measures the wait).
+    real GPUs Python cannot see DDP's wait inside backward, so it is the wall time (said once),
+    and the plan differs from Zeus's only where the GPUs' power differs (the C++ loader measures
+    the wait). The profile file keeps each GPU's curve under its UUID and host (``per_gpu``); a
+    later job on the same GPUs plans from it without profiling, one on other GPUs profiles again,
+    and one from a file without curves runs Zeus's one limit, saying why.
     """
 
     check_steps = 100
@@ -404,14 +408,16 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
         self._span_from = 0.0
         self._span_steps = 0
         self._plan: _core.GpuPlan | None = None
-        # Every rank's monitor holds its own GPU: Zeus's MAXPOWER is the world's.
-        optimum_selector = optimum_selector or ZeusCost(eta_knob=0.5, world_size=self._world)
-        super().__init__(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
-                         pl_step, profile_path)
+        self._owners: list[tuple[str, str]] = []
+        # Before anything is set: a monitor of several GPUs cannot plan them one each.
         if self._per_gpu and len(monitor.gpu_indices) != 1:
             raise ValueError(
                 f"rank {self._rank}: PerGpuPowerLimitOptimizer needs a monitor of the rank's own "
                 f"GPU (ZeusMonitor(gpu_indices=[local_rank])), not {monitor.gpu_indices}")
+        # Every rank's monitor holds its own GPU: Zeus's MAXPOWER is the world's.
+        optimum_selector = optimum_selector or ZeusCost(eta_knob=0.5, world_size=self._world)
+        super().__init__(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
+                         pl_step, profile_path)
         if self._per_gpu and not self.measure_only:
             selector, eta = _selector_text(self.optimum_selector)
             gpu = monitor.gpu_indices[0]
@@ -426,6 +432,52 @@ class PerGpuPowerLimitOptimizer(GlobalPowerLimitOptimizer):
             gpus_counted = getattr(self.optimum_selector, "world_size", self._world)
             share = max(self.power_limits) * gpus_counted // self._world
             self._plan = _core.GpuPlan(idle, [share] * self._world, eta, selector)
+            self._owners = [tuple(s.split("\n", 1)) for s in _gather_strings(
+                f"{self._gpus.get_uuid(gpu)}\n{socket.gethostname()}")]
+            if not self._gpus._gpus.virtual_clock and self._rank == 0:
+                logger.warning(
+                    "per-GPU limits: each rank's own step time is its wall time, waits at the "
+                    "gradient sync included (Python cannot see DDP's wait inside backward); "
+                    "the plan sees every GPU as slow as the slowest and leans to one limit. "
+                    "zeus::DataLoader's GradientSync measures the wait")
+            if isinstance(self.state, Done) and self.profile_path is not None:
+                self._plan_from_profile()
+
+    def _plan_from_profile(self) -> None:
+        """A profile was loaded: its curves of these GPUs make the plan; another job's GPUs'
+        curves mean profiling again; no curves, Zeus's one limit (said)."""
+        import json
+
+        doc = json.loads(self.profile_path.read_text(encoding="utf-8"))
+        curves = doc.get("per_gpu")
+        why = (self._plan.load_json(json.dumps(curves), self._owners, str(self.profile_path))
+               if curves else "it has no per-GPU curves (written by a job that planned one "
+               "limit, or by Zeus)")
+        if why is None:
+            self.optimal_power_limits = list(self._plan.plan())
+            logger.info("Per-GPU power limits %s W (by rank), from %s",
+                        [mw // 1000 for mw in self.optimal_power_limits], self.profile_path)
+            self._set_power_limit(self.optimal_power_limits[self._rank])
+            self._span_from, self._span_steps = self._own_now(), 0
+        elif curves:
+            logger.warning("The profile %s is not of these GPUs: %s; profiling again, per GPU",
+                           self.profile_path, why)
+            self.measurements = []
+            self.state = Ready(next_power_limit=self.power_limits[0], steps=self.wait_steps + 1)
+            self._set_power_limit(max(self.power_limits))
+        elif self._rank == 0:
+            logger.warning("per-GPU limits: the profile %s is used with Zeus's one limit, "
+                           "because %s; move it away to profile per GPU", self.profile_path, why)
+
+    def _save_profile(self) -> None:
+        if self.profile_path is None or self._plan is None:
+            super()._save_profile()
+            return
+        import json
+
+        save_profile(self.profile_path, self.measurements,
+                     json.loads(self._plan.curves_json(self._owners)))
+        logger.info("Profile written to %s, with each GPU's curve", self.profile_path)
 
     def _own_now(self) -> float:
         """This rank's own time so far (simulated: its steps' trace time; real: the wall)."""

@@ -75,14 +75,40 @@ EnergyJob::Impl::Impl(ResolvedJobOptions options, Collectives& collectives, Rank
   profiler_ = std::make_unique<optimize::PowerLimitProfiler>(range_, core_->cost(), popts);
   if (o_.per_gpu_limits && !o_.observer_mode && ranks_.world_size > 1) {
     planned_ = PlannedLimits::make(o_, coll_, *gpus_, range_);
-    // Each rank's own step time needs the waits at the gradient sync told apart.
-    sync_wait::arm(planned_ != nullptr);
+    // Each rank's own step time needs the waits at the gradient sync told apart: counted while
+    // profiling, then over the pace checks' samples only (Note [sampled pace]).
+    count_waits(planned_ != nullptr);
   }
-  if (auto saved = load_and_share_profile(o_, coll_)) {
+  auto saved = load_and_share_profile(o_, coll_);
+  std::optional<std::string> not_ours;
+  if (saved && planned_) {
+    not_ours = planned_->load(*saved);
+    if (not_ours && !saved->per_gpu.empty()) {
+      // Another job's GPUs: their curves say nothing of these; profile them afresh.
+      if (ranks_.is_master()) {
+        logger().info(
+            "the saved profile of global batch size {} is not of these GPUs: {}; "
+            "profiling again, per GPU",
+            o_.global_batch_size, *not_ours);
+      }
+      saved.reset();
+    }
+  }
+  if (saved) {
     const pa::SetLimit one = profiler_->load(*saved);
-    if (planned_ && planned_->load(*saved)) {
+    if (planned_ && !not_ours) {
       apply_limits(planned_->make_plan(0));
+      count_waits(false);  // nothing to profile: the pace checks sample their steps
     } else {
+      if (planned_ && ranks_.is_master()) {
+        logger().warn(
+            "per-GPU limits: the saved profile of global batch size {} is used with "
+            "Zeus's one limit, because {}; move it away to profile per GPU",
+            o_.global_batch_size, *not_ours);
+      }
+      if (planned_) {
+        count_waits(false);
+      }
       apply(one);
     }
     profile_loaded_ = true;
@@ -142,8 +168,9 @@ void EnergyJob::Impl::begin_train_epoch(int64_t iterations) {
         "epoch : train_loader.epochs())`");
   }
   open_loop(train_, Phase::kTrain, iterations);
-  if (planned_) {
-    planned_->start_span(own_at_align_);  // the eval steps between are not at the plan's pace
+  if (planned_ && planned_->planned()) {
+    planned_->restart_count();  // the eval steps between are not at the plan's pace
+    count_waits(false);
   }
   if (profiler_) {
     apply(profiler_->on_epoch_begin(iterations));
@@ -159,14 +186,29 @@ void EnergyJob::Impl::train_step_begin() {
 void EnergyJob::Impl::train_step_end() {
   ++steps_unsettled_;
   ++train_.done;
+  ++train_steps_;
   if (profiling_done()) {
     core_->count_step_after_profiling();
   }
   if (profiler_) {
     apply(profiler_->on_step_end());
   }
-  if (planned_ && planned_->step()) {
-    check_pace();
+  if (planned_) {
+    switch (planned_->step()) {
+      case PaceStep::kSample:
+        // Local: the device's work so far is this rank's own (on CUDA a synchronize), and the
+        // waits count from here until the check.
+        settle_device();
+        count_waits(true);
+        planned_->start_span(clock_->own_time());
+        break;
+      case PaceStep::kCheck:
+        check_pace();
+        count_waits(false);
+        break;
+      case PaceStep::kNone:
+        break;
+    }
   }
   if (grid_ && profiling_done() && grid_->step(planned_ ? 0 : current_limit_mw_)) {
     read_grid();
@@ -307,10 +349,15 @@ void EnergyJob::Impl::finish(StopReason reason) {
   TrainResult r = core_->result(reason, profile_view(), device);
   if (planned_) {
     planned_->fill(r);
-    sync_wait::arm(false);
+    count_waits(false);
   }
   if (grid_) {
     grid_->fill(r);
+  }
+  if (r.power_limits_mw.empty() && current_limit_mw_ > 0) {
+    // Zeus's one limit (or, measuring only, the limit the GPUs ran at), one per GPU as a
+    // per-GPU plan's: every result says each GPU's limit.
+    r.power_limits_mw.assign(static_cast<size_t>(ranks_.world_size), current_limit_mw_);
   }
   result_ = r;
   meter_->stop_epoch_log();

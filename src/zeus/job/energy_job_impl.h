@@ -59,6 +59,11 @@ class EnergyJob::Impl {
   // following a GPU whose pace changed (planned_limits.h).
   void check_pace();
 
+  // Counting the waits at the gradient sync on (profiling, a pace sample) or off (Note [sampled
+  // pace]). Turning it off on the machine's clock after steps in which no GradientSync counted a
+  // wait says once that the plan runs on wall time (the program averages gradients another way).
+  void count_waits(bool on);
+
   // After profiling (not in observer mode), the limit follows the grid's signal on the profile.
   void follow_grid();
 
@@ -138,6 +143,11 @@ class EnergyJob::Impl {
   std::unique_ptr<RankClock> clock_;          // injected, or its simulated GPU's, or the machine's
   int64_t steps_unsettled_ = 0;               // steps since the clock's last settle
   std::chrono::nanoseconds own_at_align_{0};  // the rank's own time at the last sync point
+  bool counting_waits_ = false;
+  std::chrono::nanoseconds waits_at_arm_{0};
+  int64_t steps_at_arm_ = 0;
+  int64_t train_steps_ = 0;  // every train step of the job, all epochs
+  bool said_wall_time_ = false;
   std::chrono::nanoseconds window_own_begin_{0};  // ... at the open window's start
   std::unique_ptr<GridLimits> grid_;        // the limit follows the grid's signal; null: no signal
   std::unique_ptr<PlannedLimits> planned_;  // data-parallel per-GPU limits; null: one

@@ -5,6 +5,7 @@
 
 #include "zeus/common/logging.h"
 #include "zeus/common/power.h"
+#include "zeus/common/sync_wait.h"
 #include "zeus/common/units.h"
 #include "zeus/job/energy_job_impl.h"
 
@@ -38,7 +39,7 @@ void EnergyJob::Impl::apply(const pa::SetLimit& set) {
 void EnergyJob::Impl::apply_limits(const std::vector<int64_t>& limits_mw) {
   current_limit_mw_ = *std::max_element(limits_mw.begin(), limits_mw.end());
   sync_point([&](const ClockReading&) { limits_->set_power_limits_mw(limits_mw); });
-  planned_->start_span(own_at_align_);
+  planned_->restart_count();  // the next pace check samples steps at these limits
 }
 
 void EnergyJob::Impl::apply(const pa::BeginWindow&) {
@@ -75,9 +76,30 @@ void EnergyJob::Impl::apply(const pa::EndWindow&) {
   }
   if (planned_ && train_window && profiler_->done()) {
     apply_limits(planned_->make_plan(epoch_));  // instead of Zeus's one limit
+    count_waits(false);  // profiled: from now on only the pace checks' samples count waits
     return;
   }
   apply(next);
+}
+
+void EnergyJob::Impl::count_waits(bool on) {
+  if (on && !counting_waits_) {
+    waits_at_arm_ = sync_wait::total();
+    steps_at_arm_ = train_steps_;
+  } else if (!on && counting_waits_ && !said_wall_time_ && !clock_->device_clock() &&
+             train_steps_ > steps_at_arm_ && sync_wait::total() == waits_at_arm_ &&
+             ranks_.is_master()) {
+    said_wall_time_ = true;
+    logger().warn(
+        "per-GPU limits: no zeus::distributed::GradientSync counted a wait at the gradient sync "
+        "over {} train step(s), so each rank's own step time is its wall time, waits included "
+        "(the program averages gradients another way: its own all-reduce, or DDP); the plan "
+        "then sees every GPU as slow as the slowest and leans to one limit. Average with "
+        "GradientSync, or set ZEUS_POWER_LIMIT_PLAN=global",
+        train_steps_ - steps_at_arm_);
+  }
+  counting_waits_ = on;
+  sync_wait::arm(on);
 }
 
 void EnergyJob::Impl::check_pace() {

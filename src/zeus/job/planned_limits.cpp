@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "zeus/common/logging.h"
+#include "zeus/common/posix.h"
 #include "zeus/common/units.h"
 #include "zeus/device/sim/sim_gpu_set.h"
 #include "zeus/job/profile_exchange.h"
@@ -28,6 +29,48 @@ std::vector<double> watts(const std::vector<int64_t>& limits_mw) {
 // own (a shared GPU cannot take two limits). Idle power is the simulator's model, or a real GPU's
 // reading now, before training: what it draws while it waits at the sync. Read only by jobs that
 // plan per GPU.
+namespace {
+
+// Each rank's GPU as "uuid" and "host", gathered on every rank: the local masters write their
+// ranks' strings into fixed slots of bytes (kIdBytes each), one all-reduce sums them.
+constexpr size_t kIdBytes = 160;
+
+std::vector<std::pair<std::string, std::string>> gather_gpu_ids(Collectives& collectives,
+                                                                NodeGpus& gpus) {
+  const RankInfo ranks = collectives.ranks();
+  const auto w = static_cast<size_t>(ranks.world_size);
+  std::vector<double> bytes(w * kIdBytes, 0.0);
+  if (gpus.ranks().is_local_master() && gpus.owns_gpus()) {
+    const std::string host = host_name();
+    for (size_t k = 0; k < gpus.owned_ranks().size(); ++k) {
+      const int r = gpus.owned_ranks()[k];
+      if (r < 0 || static_cast<size_t>(r) >= w) {
+        continue;
+      }
+      const int g = gpus.owned()[k];
+      const std::string id =
+          (gpus.simulated() ? gpus.sim_gpus()->uuid(g) : gpus.gpu_set()->uuid(g)) + '\n' + host;
+      for (size_t i = 0; i < id.size() && i < kIdBytes; ++i) {
+        bytes[static_cast<size_t>(r) * kIdBytes + i] = static_cast<unsigned char>(id[i]);
+      }
+    }
+  }
+  collectives.all_reduce_sum(bytes);
+  std::vector<std::pair<std::string, std::string>> ids(w);
+  for (size_t r = 0; r < w; ++r) {
+    std::string id;
+    for (size_t i = 0; i < kIdBytes && bytes[r * kIdBytes + i] != 0; ++i) {
+      id.push_back(static_cast<char>(bytes[r * kIdBytes + i]));
+    }
+    const auto nl = id.find('\n');
+    ids[r] = nl == std::string::npos ? std::pair(id, std::string())
+                                     : std::pair(id.substr(0, nl), id.substr(nl + 1));
+  }
+  return ids;
+}
+
+}  // namespace
+
 std::unique_ptr<PlannedLimits> PlannedLimits::make(const ResolvedJobOptions& options,
                                                    Collectives& collectives, NodeGpus& gpus,
                                                    PowerLimitRange range) {
@@ -62,8 +105,10 @@ std::unique_ptr<PlannedLimits> PlannedLimits::make(const ResolvedJobOptions& opt
     return nullptr;
   }
   std::vector<double> idle(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(w));
-  return std::unique_ptr<PlannedLimits>(
+  auto planned = std::unique_ptr<PlannedLimits>(
       new PlannedLimits(collectives, std::move(idle), range, options));
+  planned->gpu_ids_ = gather_gpu_ids(collectives, gpus);
+  return planned;
 }
 
 PlannedLimits::PlannedLimits(Collectives& collectives, std::vector<double> idle_w,
@@ -95,12 +140,17 @@ void PlannedLimits::add_window(int64_t limit_mw, int64_t iterations, const Windo
                    window.rank_gpu_energy_j);
 }
 
-bool PlannedLimits::load(const optimize::PowerProfile& saved) {
-  if (saved.per_gpu.size() != static_cast<size_t>(ranks_.world_size)) {
-    return false;
+std::optional<std::string> PlannedLimits::load(const optimize::PowerProfile& saved) {
+  std::vector<optimize::CurveOwner> owners;
+  for (const auto& [uuid, host] : gpu_ids_) {
+    owners.push_back({uuid, host});
   }
-  plan_.load(saved.per_gpu);
-  return true;
+  optimize::CurvesMatch match = optimize::match_curves(saved.per_gpu, owners);
+  if (!match.curves) {
+    return match.why_not;
+  }
+  plan_.load(std::move(*match.curves));
+  return std::nullopt;
 }
 
 const std::vector<int64_t>& PlannedLimits::make_plan(int epoch) {
@@ -122,8 +172,8 @@ const std::vector<int64_t>& PlannedLimits::make_plan(int epoch) {
 }
 
 bool PlannedLimits::estimate_only(const optimize::PowerProfile& saved, int64_t limit_mw) {
-  if (!load(saved)) {
-    return false;
+  if (load(saved)) {
+    return false;  // not this job's curves
   }
   const auto& curves = plan_.curves();
   for (const auto& c : curves) {
@@ -150,14 +200,22 @@ bool PlannedLimits::estimate_only(const optimize::PowerProfile& saved, int64_t l
 void PlannedLimits::start_span(std::chrono::nanoseconds own_now) {
   span_from_ = own_now;
   span_steps_ = 0;
+  sampling_ = true;
 }
 
-bool PlannedLimits::step() {
+void PlannedLimits::restart_count() {
+  since_check_ = 0;
+  span_steps_ = 0;
+  sampling_ = false;
+}
+
+PaceStep PlannedLimits::step() {
   if (!planned_) {
-    return false;
+    return PaceStep::kNone;
   }
   ++steps_;
   ++span_steps_;
+  ++since_check_;
   // The plan's own estimate per step: what one limit would have cost these GPUs at their pace
   // (measuring only: the limit they run at).
   const std::optional<optimize::PlanOutcome>& against = baseline_ ? baseline_ : plan_.single();
@@ -165,7 +223,16 @@ bool PlannedLimits::step() {
     saving_j_ += against->energy_j - plan_.outcome().energy_j;
     saving_s_ += against->time_s - plan_.outcome().time_s;
   }
-  return follow_pace_ && span_steps_ >= kDriftCheckSteps;
+  if (!follow_pace_) {
+    return PaceStep::kNone;
+  }
+  if (since_check_ == kDriftCheckSteps - kPaceSampleSteps) {
+    return PaceStep::kSample;
+  }
+  if (since_check_ >= kDriftCheckSteps && sampling_) {
+    return PaceStep::kCheck;
+  }
+  return PaceStep::kNone;
 }
 
 std::optional<std::vector<int64_t>> PlannedLimits::check(std::chrono::nanoseconds own_now,
@@ -174,7 +241,7 @@ std::optional<std::vector<int64_t>> PlannedLimits::check(std::chrono::nanosecond
   own[static_cast<size_t>(ranks_.rank)] = to_seconds(own_now - span_from_);
   coll_.all_reduce_sum(own);
   const int64_t steps = span_steps_;
-  start_span(own_now);
+  restart_count();
   const std::vector<int64_t> before = plan_.limits_mw();
   const auto reason = plan_.observe(steps, own);
   if (!reason) {
@@ -228,6 +295,10 @@ void PlannedLimits::fill(optimize::PowerProfile& profile) const {
     return;
   }
   profile.per_gpu = plan_.curves();
+  for (size_t r = 0; r < profile.per_gpu.size() && r < gpu_ids_.size(); ++r) {
+    profile.per_gpu[r].uuid = gpu_ids_[r].first;
+    profile.per_gpu[r].host = gpu_ids_[r].second;
+  }
   profile.optimal_per_gpu_mw = first_plan_mw_;
 }
 

@@ -25,6 +25,18 @@ namespace zeus::job {
 // Train steps between two checks of the GPUs' pace once the plan is set (Note [following a
 // GPU's pace], gpu_plan.cpp): a changed pace is acted on at the second check that sees it.
 inline constexpr int64_t kDriftCheckSteps = 100;
+// Note [sampled pace]: a check measures only the last kPaceSampleSteps train steps before it.
+// Telling a rank's own time from its wait at the gradient sync costs a stream synchronize per
+// step on CUDA (common/sync_wait.h), so the job counts the waits (arms it) only while profiling
+// and over these sampled steps, not for the whole job.
+inline constexpr int64_t kPaceSampleSteps = 20;
+
+// What a train step asks of the job (PlannedLimits::step).
+enum class PaceStep {
+  kNone,
+  kSample,  // begin the sample: count the waits from here, and start_span() at this rank's time
+  kCheck,   // the sample is done: check(), then stop counting
+};
 
 // Contract: every rank makes it and calls it at the same steps (its collectives match).
 class PlannedLimits {
@@ -45,8 +57,10 @@ class PlannedLimits {
 
   // A profiling window closed at `limit_mw` (every GPU at it) after `iterations` steps.
   void add_window(int64_t limit_mw, int64_t iterations, const WindowMessage& window);
-  // The saved profile's curves, when they are this job's (as many GPUs); false otherwise.
-  bool load(const optimize::PowerProfile& saved);
+  // The saved profile's curves, when they are of this job's GPUs (by UUID and host; a profile
+  // written before those were kept, by rank): std::nullopt. Otherwise why not, for a log line
+  // (the job then profiles again).
+  std::optional<std::string> load(const optimize::PowerProfile& saved);
   // Makes the plan and says so (master); returns each rank's limit.
   const std::vector<int64_t>& make_plan(int epoch);
   // Measure-only: the saved curves' plan is made but never set, and the steps count what it
@@ -55,10 +69,14 @@ class PlannedLimits {
   bool estimate_only(const optimize::PowerProfile& saved, int64_t limit_mw);
   bool planned() const { return planned_; }
 
-  // A train loop began at the sync point where this rank's own time was `own_now`.
+  // The pace's sample begins where this rank's own time is `own_now` (the job counts the waits
+  // from here: Note [sampled pace]).
   void start_span(std::chrono::nanoseconds own_now);
-  // Counts a train step run at the plan; true when a drift check is due.
-  bool step();
+  // A train loop began: a sample under way is dropped (the eval steps between are not at the
+  // plan's pace), and the steps to the next check count again from here.
+  void restart_count();
+  // Counts a train step run at the plan, and says what the job does next.
+  PaceStep step();
   // Collective, at a sync point (own_now: this rank's own time there): the ranks' own times since
   // the span began. Returns the new limits when the plan changed.
   std::optional<std::vector<int64_t>> check(std::chrono::nanoseconds own_now, int epoch);
@@ -84,10 +102,13 @@ class PlannedLimits {
   std::vector<int64_t> first_plan_mw_;  // what profiling chose (the profile file keeps it)
   std::chrono::nanoseconds span_from_{0};
   int64_t span_steps_ = 0;
-  int64_t steps_ = 0;  // train steps at the plan, all epochs
+  int64_t since_check_ = 0;  // train steps since the last check (or the loop's start)
+  bool sampling_ = false;    // start_span() was called for the coming check
+  int64_t steps_ = 0;        // train steps at the plan, all epochs
   double saving_j_ = 0;
   double saving_s_ = 0;
   std::vector<contract::ReplanRecord> replans_;
+  std::vector<std::pair<std::string, std::string>> gpu_ids_;  // by rank: (UUID, host)
 };
 
 }  // namespace zeus::job

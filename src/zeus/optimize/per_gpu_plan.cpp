@@ -79,6 +79,16 @@ int64_t limit_sum(const PlanOutcome& o) {
 }
 
 // Whether `a` beats `b`: a lower score, or the same score at higher limits.
+// Whether a scores better than b on the selector's values alone (no tie-break).
+bool scores_better(const PlanOutcome& a, const PlanOutcome& b, LimitSelector selector) {
+  const Score sa = score(a, selector);
+  const Score sb = score(b, selector);
+  if (!same_value(sa.first, sb.first)) {
+    return sa.first < sb.first;
+  }
+  return !same_value(sa.second, sb.second) && sa.second < sb.second;
+}
+
 bool better(const PlanOutcome& a, const PlanOutcome& b, LimitSelector selector) {
   const Score sa = score(a, selector);
   const Score sb = score(b, selector);
@@ -155,15 +165,10 @@ std::optional<PlanOutcome> plan_single_limit(std::span<const GpuCurve> curves,
 // minimizes the energy and never raises the time. The optimum's own step time is one of the
 // t_g(p); trying each as T* therefore finds it, whatever the selector (each is monotone in
 // energy and time).
-PlanOutcome plan_per_gpu(std::span<const GpuCurve> curves, const CostModel& cost,
-                         const SelectorOptions& selector) {
-  check_curves(curves);
-  if (std::all_of(curves.begin(), curves.end(),
-                  [&](const GpuCurve& c) { return c == curves.front(); })) {
-    if (auto same = plan_single_limit(curves, cost, selector)) {
-      return *same;  // equal GPUs: Zeus's choice, by Zeus's arithmetic
-    }
-  }
+namespace {
+
+PlanOutcome exact_plan(std::span<const GpuCurve> curves, const CostModel& cost,
+                       const SelectorOptions& selector) {
   double bound_s = std::numeric_limits<double>::infinity();
   if (selector.selector == LimitSelector::kMaxSlowdown) {
     std::vector<int64_t> fastest;
@@ -219,6 +224,32 @@ PlanOutcome plan_per_gpu(std::span<const GpuCurve> curves, const CostModel& cost
   }
   ZEUS_ASSERT(best.has_value(), "no feasible plan over {} GPU curves", curves.size());
   return *best;
+}
+
+}  // namespace
+
+// Equal GPUs get Zeus's choice, by Zeus's arithmetic (and its ties), wherever it scores as well
+// as the exact plan. Where it is not, the exact plan: Zeus's `slowdown:f` takes the lowest
+// limit within the bound, which need not be the least energy within it (issue #52: [250, 250] at
+// 425.1 J where [275, 275] met the bound at 416.0 J; a curve perturbed by 1e-12 flipped the
+// answer), so every selector is exact and equal curves answer as nearly equal ones do.
+PlanOutcome plan_per_gpu(std::span<const GpuCurve> curves, const CostModel& cost,
+                         const SelectorOptions& selector) {
+  check_curves(curves);
+  PlanOutcome exact = exact_plan(curves, cost, selector);
+  // Equal as curves: the GPUs' identities (uuid, host) differ and do not count.
+  const auto same_curve = [&](const GpuCurve& c) {
+    const GpuCurve& f = curves.front();
+    return c.points == f.points && c.idle_power_w == f.idle_power_w &&
+           c.max_limit_mw == f.max_limit_mw;
+  };
+  if (std::all_of(curves.begin(), curves.end(), same_curve)) {
+    if (auto same = plan_single_limit(curves, cost, selector);
+        same && !scores_better(exact, *same, selector.selector)) {
+      return *same;
+    }
+  }
+  return exact;
 }
 
 }  // namespace zeus::optimize

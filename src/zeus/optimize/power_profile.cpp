@@ -1,7 +1,9 @@
 #include "zeus/optimize/power_profile.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -100,8 +102,8 @@ int64_t key_to_mw(const std::string& key, std::string_view source) {
   return w_to_mw(*w);
 }
 
-// The data-parallel part: each GPU's curve and the plan, one limit per curve.
-void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile& p) {
+// The curves of a "per_gpu" array.
+std::vector<GpuCurve> read_curves(const nlohmann::json& array, std::string_view source) {
   const auto positive = [&](double v, std::string_view what, size_t gpu) {
     if (!(v > 0) || !std::isfinite(v) || v > kMaxWatts) {
       throw ConfigError(
@@ -109,8 +111,9 @@ void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile
     }
     return v;
   };
-  for (const auto& c : j.at("per_gpu")) {
-    const size_t g = p.per_gpu.size();
+  std::vector<GpuCurve> out;
+  for (const auto& c : array) {
+    const size_t g = out.size();
     GpuCurve curve;
     curve.idle_power_w = c.at("idle_power").get<double>();
     if (!(curve.idle_power_w >= 0) || !std::isfinite(curve.idle_power_w)) {
@@ -127,10 +130,45 @@ void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile
     if (curve.points.empty()) {
       throw ConfigError(fmt::format("{}: per_gpu[{}] has no measured limit", source, g));
     }
-    p.per_gpu.push_back(std::move(curve));
+    curve.uuid = c.value("uuid", "");
+    curve.host = c.value("host", "");
+    out.push_back(std::move(curve));
   }
+  return out;
+}
+
+nlohmann::json write_curves(std::span<const GpuCurve> curves) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : curves) {
+    nlohmann::json time = nlohmann::json::object();
+    nlohmann::json power = nlohmann::json::object();
+    for (const auto& p : c.points) {
+      time[watts_key(p.limit_mw)] = p.time_s;
+      power[watts_key(p.limit_mw)] = p.power_w;
+    }
+    nlohmann::json curve = {{"time_per_iteration", time},
+                            {"power", power},
+                            {"idle_power", c.idle_power_w},
+                            {"max_pl", mw_to_w(c.max_limit_mw)}};
+    if (!c.uuid.empty()) {
+      curve["uuid"] = c.uuid;
+      curve["host"] = c.host;
+    }
+    out.push_back(std::move(curve));
+  }
+  return out;
+}
+
+// The data-parallel part: each GPU's curve and the plan, one limit per curve.
+void read_per_gpu(const nlohmann::json& j, std::string_view source, PowerProfile& p) {
+  p.per_gpu = read_curves(j.at("per_gpu"), source);
   for (const auto& w : j.at("optimal_pl_per_gpu")) {
-    p.optimal_per_gpu_mw.push_back(w_to_mw(positive(w.get<double>(), "optimal limit", 0)));
+    const double v = w.get<double>();
+    if (!(v > 0) || !std::isfinite(v) || v > kMaxWatts) {
+      throw ConfigError(
+          fmt::format("{}: optimal_pl_per_gpu has {} W; it must be positive", source, v));
+    }
+    p.optimal_per_gpu_mw.push_back(w_to_mw(v));
   }
   if (p.optimal_per_gpu_mw.size() != p.per_gpu.size()) {
     throw ConfigError(fmt::format("{}: optimal_pl_per_gpu has {} limits for {} GPU curves", source,
@@ -158,19 +196,7 @@ std::string to_json(const PowerProfile& profile) {
   }
   j["optimal_pl"] = mw_to_w(profile.optimal_power_limit_mw);
   if (!profile.per_gpu.empty()) {
-    nlohmann::json curves = nlohmann::json::array();
-    for (const auto& c : profile.per_gpu) {
-      nlohmann::json time = nlohmann::json::object();
-      nlohmann::json power = nlohmann::json::object();
-      for (const auto& p : c.points) {
-        time[watts_key(p.limit_mw)] = p.time_s;
-        power[watts_key(p.limit_mw)] = p.power_w;
-      }
-      curves.push_back({{"time_per_iteration", time},
-                        {"power", power},
-                        {"idle_power", c.idle_power_w},
-                        {"max_pl", mw_to_w(c.max_limit_mw)}});
-    }
+    const nlohmann::json curves = write_curves(profile.per_gpu);
     j["per_gpu"] = curves;
     nlohmann::json plan = nlohmann::json::array();
     for (int64_t mw : profile.optimal_per_gpu_mw) {
@@ -230,6 +256,55 @@ PowerProfile power_profile_from_json(std::string_view text, std::string_view sou
     throw ConfigError(fmt::format("power profile {} is corrupt ({}); delete it to profile again",
                                   source, e.what()));
   }
+}
+
+std::string curves_to_json(std::span<const GpuCurve> curves) {
+  return write_curves(curves).dump();
+}
+
+std::vector<GpuCurve> curves_from_json(std::string_view text, std::string_view source) {
+  try {
+    return read_curves(nlohmann::json::parse(text), source);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: the per-GPU curves are not valid: {}", source, e.what()));
+  }
+}
+
+CurvesMatch match_curves(std::span<const GpuCurve> saved, std::span<const CurveOwner> gpus) {
+  const auto describe = [](const std::string& uuid, const std::string& host) {
+    return host.empty() ? uuid : fmt::format("{} on {}", uuid, host);
+  };
+  if (saved.empty()) {
+    return {std::nullopt,
+            "it has no per-GPU curves (written by a job that planned one limit, or by Zeus)"};
+  }
+  if (!std::all_of(saved.begin(), saved.end(), [](const GpuCurve& c) { return !c.uuid.empty(); })) {
+    if (saved.size() != gpus.size()) {
+      return {std::nullopt, fmt::format("its {} per-GPU curves are another job's", saved.size())};
+    }
+    return {std::vector<GpuCurve>(saved.begin(), saved.end()), ""};  // written before UUIDs
+  }
+  std::vector<GpuCurve> curves;
+  std::vector<std::string> missing;
+  for (size_t r = 0; r < gpus.size(); ++r) {
+    const auto it = std::find_if(saved.begin(), saved.end(), [&](const GpuCurve& c) {
+      return c.uuid == gpus[r].uuid && c.host == gpus[r].host;
+    });
+    if (it == saved.end()) {
+      missing.push_back(fmt::format("rank {}'s {}", r, describe(gpus[r].uuid, gpus[r].host)));
+    } else {
+      curves.push_back(*it);
+    }
+  }
+  if (!missing.empty()) {
+    std::vector<std::string> had;
+    for (const auto& c : saved) {
+      had.push_back(describe(c.uuid, c.host));
+    }
+    return {std::nullopt, fmt::format("it has no curve of {} (its curves are of {})",
+                                      fmt::join(missing, ", "), fmt::join(had, ", "))};
+  }
+  return {std::move(curves), ""};
 }
 
 }  // namespace zeus::optimize

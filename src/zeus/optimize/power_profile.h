@@ -57,6 +57,10 @@ struct GpuCurve {
   std::vector<GpuLimitPoint> points;
   double idle_power_w = 0;
   int64_t max_limit_mw = 0;
+  // Whose curve it is: the GPU's UUID and the host it is in ("" in profiles written before they
+  // were kept). A rerun finds its GPUs' curves by them, not by rank.
+  std::string uuid;
+  std::string host;
 
   bool operator==(const GpuCurve&) const = default;
 };
@@ -70,7 +74,8 @@ struct PowerProfile {
   std::optional<double> eval_throughput_ips;  // at the optimal limit
   std::optional<double> eval_power_w;
   // zeus-cpp's, for data-parallel jobs: each GPU's own curve (time per iteration without the
-  // wait at the gradient sync), in global rank order, and the per-GPU plan made from them.
+  // wait at the gradient sync), in the writing job's global rank order with each GPU's UUID and
+  // host, and the per-GPU plan made from them.
   // Empty when the job planned one limit (or ran on one GPU).
   std::vector<GpuCurve> per_gpu;
   std::vector<int64_t> optimal_per_gpu_mw;
@@ -79,5 +84,25 @@ struct PowerProfile {
 std::string to_json(const PowerProfile& profile);
 // Throws ConfigError naming `source` and the problem when the text is not a valid profile.
 PowerProfile power_profile_from_json(std::string_view text, std::string_view source);
+
+// The profile's "per_gpu" array alone, as JSON text (Zeus 0.16's Python profile file carries it
+// under a key of its own) and back; throws as power_profile_from_json.
+std::string curves_to_json(std::span<const GpuCurve> curves);
+std::vector<GpuCurve> curves_from_json(std::string_view text, std::string_view source);
+
+// A GPU as a profile names its curve: its UUID and host.
+struct CurveOwner {
+  std::string uuid;
+  std::string host;
+};
+
+// The saved curves of `gpus` (a job's GPUs by rank), found by UUID and host; a profile written
+// before those were kept, by rank where it has as many. `why_not` says otherwise: no curves (a job
+// that planned one limit wrote it, or Zeus), another job's count, or the GPUs it lacks.
+struct CurvesMatch {
+  std::optional<std::vector<GpuCurve>> curves;
+  std::string why_not;
+};
+CurvesMatch match_curves(std::span<const GpuCurve> saved, std::span<const CurveOwner> gpus);
 
 }  // namespace zeus::optimize
