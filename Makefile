@@ -21,6 +21,7 @@ test: build
 	scripts/install-zeus016.sh
 	scripts/install-bso-upstream.sh
 	scripts/install-k8s-validate.sh
+	scripts/install-amdsmi-abis.sh
 	ctest --preset $(PRESET)
 	$(MAKE) --no-print-directory test-faults
 	$(MAKE) --no-print-directory test-python

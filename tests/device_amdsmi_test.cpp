@@ -181,6 +181,15 @@ TEST(AmdsmiGpuSet, ACounterAtTheWrongRateFallsBackToPower) {
   AmdsmiGpuSet gpus(quick());
   EXPECT_TRUE(gpus.has_energy_counter(0));
   EXPECT_FALSE(gpus.has_energy_counter(1));
+  // Issue #52: a counter 2x off either way is set aside too (the band was 0.1x-10x); one 20% off
+  // is kept (power moves while it is watched).
+  for (const double rate : {2.0, 0.5, 1.2}) {
+    std::vector<FakeAmdGpu> off = mi300xs(1);
+    off[0].energy_rate = rate;
+    FakeAmdsmi one(off);
+    AmdsmiGpuSet set(quick());
+    EXPECT_EQ(set.has_energy_counter(0), rate == 1.2) << "rate " << rate;
+  }
   EXPECT_EQ(gpus.energy_mj(1), std::nullopt) << "integrate power_mw() instead";
   EXPECT_THAT(gpus.describe(1), HasSubstr("integrated from power samples"));
   EXPECT_FALSE(gpus.capabilities(1).energy_counter);

@@ -297,10 +297,12 @@ double AmdsmiGpuSet::counter_uj(const Gpu& g, int gpu) const {
 
 // Note [energy counter]: on some parts and library versions the counter runs at the wrong rate
 // (ROCm/amdsmi#38; wrong values before ROCm 6.3). Before a counter is trusted, every present
-// counter of the set is watched for counter_check_window_ beside the power; a counter whose
-// energy is not within 0.1x-10x of power x time (or that cannot be judged: no power) is not
-// used, and energy is integrated from polled power instead, said once per GPU. Done on first
-// use, so zeusd and the exporter's limit reads never wait for it.
+// counter of the set is watched for counter_check_window_ beside the power, polled every 50 ms
+// over the window; a counter whose energy is not within kCounterBand (1.5x either way) of the
+// power's integral (or that cannot be judged: no power) is not used, and energy is integrated
+// from polled power instead, said once per GPU. A counter 2x off is so set aside (the band was
+// 0.1x-10x, which let one run at twice the rate through: issue #52). Done on first use, so zeusd
+// and the exporter's limit reads never wait for it.
 void AmdsmiGpuSet::check_counters() const {
   std::call_once(counters_checked_, [&] {
     std::vector<int> present;
@@ -313,31 +315,53 @@ void AmdsmiGpuSet::check_counters() const {
     if (present.empty()) {
       return;
     }
-    std::vector<double> before_uj;
-    std::vector<double> power_mw;
-    for (const int i : present) {
+    // Power sampled over the window (the trapezoid of its polls), beside each counter's change.
+    constexpr double kCounterBand = 1.5;
+    const auto read_power = [&](int i) {
       const Gpu& g = gpus_[static_cast<size_t>(i)];
-      power_mw.push_back(g.power ? static_cast<double>(socket_power_mw(i)) : 0.0);
-      before_uj.push_back(counter_uj(g, i));
+      return g.power ? static_cast<double>(socket_power_mw(i)) : 0.0;
+    };
+    std::vector<double> before_uj;
+    std::vector<double> last_mw;
+    std::vector<double> expected_mj(present.size(), 0.0);
+    for (const int i : present) {
+      last_mw.push_back(read_power(i));
+      before_uj.push_back(counter_uj(gpus_[static_cast<size_t>(i)], i));
     }
     const auto start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(counter_check_window_);
+    auto polled = start;
+    const auto end = start + counter_check_window_;
+    while (polled < end) {
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(50), end - polled));
+      const auto now = std::chrono::steady_clock::now();
+      const double dt = std::chrono::duration<double>(now - polled).count();
+      for (size_t k = 0; k < present.size(); ++k) {
+        const double mw = read_power(present[k]);
+        expected_mj[k] += 0.5 * (last_mw[k] + mw) * dt;
+        last_mw[k] = mw;
+      }
+      polled = now;
+    }
     for (size_t k = 0; k < present.size(); ++k) {
       const int i = present[k];
       const Gpu& g = gpus_[static_cast<size_t>(i)];
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // The counter is read once more after the last poll: charge that stretch at the last power.
       const double measured_mj = (counter_uj(g, i) - before_uj[k]) / 1000.0;
-      const double expected_mj = power_mw[k] * seconds;
-      if (expected_mj < 1.0) {
+      expected_mj[k] += last_mw[k] * std::max(0.0, seconds - std::chrono::duration<double>(
+                                                                  polled - start)
+                                                                  .count());
+      if (expected_mj[k] < 1.0) {
         logger().info(
             "{}: its energy counter (amdsmi_get_energy_count) cannot be checked while power "
             "reads 0 W; energy is integrated from power samples",
             where(i));
         continue;
       }
-      const double ratio = measured_mj / expected_mj;
-      if (ratio > 0.1 && ratio < 10.0) {
+      const double ratio = measured_mj / expected_mj[k];
+      if (ratio > 1 / kCounterBand && ratio < kCounterBand) {
         counter_trusted_[static_cast<size_t>(i)] = true;
         continue;
       }
