@@ -23,11 +23,13 @@ test: build
 	scripts/install-k8s-validate.sh
 	scripts/install-amdsmi-abis.sh
 	ctest --preset $(PRESET)
+	scripts/install-python.sh
 	$(MAKE) --no-print-directory test-faults
 	$(MAKE) --no-print-directory test-python
 
 # The fault campaign (bench/faults/campaign.py): 30 seeded faults against short jobs, as root and
-# through zeusd; it fails on any limit left lowered, process left or half-written file.
+# through zeusd (its Python job needs .venv-py: scripts/install-python.sh); it fails on any limit
+# left lowered, process left or half-written file, and counts the strikes that hit nothing.
 FAULTS ?= 30
 FAULT_SEED ?= 2026
 AMD_FAULTS ?= 10

@@ -31,15 +31,15 @@ int main(int argc, char** argv) {
            ", \"offsets\": {" + ZEUS_AT(amdsmi_version_abi26_t, major) +
            ZEUS_AT(amdsmi_version_abi26_t, minor) + ZEUS_AT(amdsmi_version_abi26_t, release) +
            ZEUS_LAST(amdsmi_version_abi26_t, build) + "}}, ";
-    out += "\"amdsmi_power_info_t\": {\"size\": " +
-           std::to_string(sizeof(amdsmi_power_info_abi26_t)) + ", \"offsets\": {" +
-           ZEUS_AT(amdsmi_power_info_abi26_t, socket_power) +
-           ZEUS_AT(amdsmi_power_info_abi26_t, current_socket_power) +
-           ZEUS_AT(amdsmi_power_info_abi26_t, average_socket_power) +
-           ZEUS_LAST(amdsmi_power_info_abi26_t, power_limit) + "}}, ";
-    out += "\"amdsmi_proc_info_t\": {\"size\": " +
-           std::to_string(sizeof(amdsmi_proc_info_abi26_t)) + ", \"offsets\": {" +
-           ZEUS_LAST(amdsmi_proc_info_abi26_t, pid) + "}}, ";
+    out +=
+        "\"amdsmi_power_info_t\": {\"size\": " + std::to_string(sizeof(amdsmi_power_info_abi26_t)) +
+        ", \"offsets\": {" + ZEUS_AT(amdsmi_power_info_abi26_t, socket_power) +
+        ZEUS_AT(amdsmi_power_info_abi26_t, current_socket_power) +
+        ZEUS_AT(amdsmi_power_info_abi26_t, average_socket_power) +
+        ZEUS_LAST(amdsmi_power_info_abi26_t, power_limit) + "}}, ";
+    out +=
+        "\"amdsmi_proc_info_t\": {\"size\": " + std::to_string(sizeof(amdsmi_proc_info_abi26_t)) +
+        ", \"offsets\": {" + ZEUS_LAST(amdsmi_proc_info_abi26_t, pid) + "}}, ";
   } else if (abi == "24" || abi == "25") {
     out += "\"amdsmi_version_t\": {\"size\": " + std::to_string(sizeof(amdsmi_version_abi25_t)) +
            ", \"offsets\": {" + ZEUS_AT(amdsmi_version_abi25_t, year) +
@@ -65,15 +65,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The structures every ABI shares.
-  out += "\"amdsmi_power_cap_info_t\": {\"size\": " +
-         std::to_string(sizeof(amdsmi_power_cap_info_t)) + ", \"offsets\": {" +
-         ZEUS_AT(amdsmi_power_cap_info_t, power_cap) +
-         ZEUS_AT(amdsmi_power_cap_info_t, default_power_cap) +
-         ZEUS_AT(amdsmi_power_cap_info_t, min_power_cap) +
-         ZEUS_LAST(amdsmi_power_cap_info_t, max_power_cap) + "}}, ";
+  out +=
+      "\"amdsmi_power_cap_info_t\": {\"size\": " + std::to_string(sizeof(amdsmi_power_cap_info_t)) +
+      ", \"offsets\": {" + ZEUS_AT(amdsmi_power_cap_info_t, power_cap) +
+      ZEUS_AT(amdsmi_power_cap_info_t, default_power_cap) +
+      ZEUS_AT(amdsmi_power_cap_info_t, min_power_cap) +
+      ZEUS_LAST(amdsmi_power_cap_info_t, max_power_cap) + "}}, ";
   out += "\"amdsmi_clk_info_t\": {\"size\": " + std::to_string(sizeof(amdsmi_clk_info_t)) +
-         ", \"offsets\": {" + ZEUS_AT(amdsmi_clk_info_t, clk) + ZEUS_AT(amdsmi_clk_info_t, min_clk) +
-         ZEUS_LAST(amdsmi_clk_info_t, max_clk) + "}}, ";
+         ", \"offsets\": {" + ZEUS_AT(amdsmi_clk_info_t, clk) +
+         ZEUS_AT(amdsmi_clk_info_t, min_clk) + ZEUS_LAST(amdsmi_clk_info_t, max_clk) + "}}, ";
   out += "\"amdsmi_kfd_info_t\": {\"size\": " + std::to_string(sizeof(amdsmi_kfd_info_t)) +
          ", \"offsets\": {" + ZEUS_AT(amdsmi_kfd_info_t, kfd_id) +
          ZEUS_LAST(amdsmi_kfd_info_t, node_id) + "}}, ";

@@ -412,6 +412,11 @@ FAKE_EXPORT amdsmi_status_t amdsmi_set_power_cap(amdsmi_processor_handle h, uint
   return set_gpu(
       h,
       [&](const nlohmann::json& gpu) {
+        // faults.set_error_to: {"cap_uw": X, "error": C}: a cap set to exactly X fails with C.
+        const auto to = gpu.value("/faults/set_error_to"_json_pointer, nlohmann::json());
+        if (to.is_object() && to.value("cap_uw", uint64_t{0}) == cap_uw) {
+          return static_cast<amdsmi_status_t>(to.value("error", 8));
+        }
         return cap_uw < gpu.at("min_cap_uw").get<uint64_t>() ||
                        cap_uw > gpu.at("max_cap_uw").get<uint64_t>()
                    ? AMDSMI_STATUS_INVAL

@@ -28,7 +28,8 @@
 // lost_after_calls (device calls after that many return GPU_IS_LOST), lost_when_exists (device
 // calls return GPU_IS_LOST once that file exists: a test loses the GPU when it chooses, without
 // counting how many calls zeus-cpp makes); per GPU, set_error and read_error (an NVML return code
-// that its setters, or its readers, return). Built twice: in full, and
+// that its setters, or its readers, return), and set_error_to ({"limit_mw", "error"}: only a
+// power limit set to that value fails: a restore to the site's limit). Built twice: in full, and
 // with FAKE_NVML_MINIMAL (only unversioned names, no energy counter, no field values, none of the
 // daemon's calls) for the "missing optional symbol" paths. Nothing throws across the C ABI.
 // Telemetry a GPU's entry lacks (temperature, clocks, throttle counters) reads NOT_SUPPORTED,
@@ -363,6 +364,12 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, 
   return set_gpu(
       device,
       [&](const nlohmann::json& gpu) {
+        // faults.set_error_to: {"limit_mw": X, "error": C}: a set to exactly X fails with C (a
+        // restore to the site's limit, while every other set lands).
+        const auto to = gpu.value("/faults/set_error_to"_json_pointer, nlohmann::json());
+        if (to.is_object() && to.value("limit_mw", 0U) == mw) {
+          return static_cast<nvmlReturn_t>(to.value("error", 999));
+        }
         return mw < gpu.at("min_limit_mw").get<unsigned>() ||
                        mw > gpu.at("max_limit_mw").get<unsigned>()
                    ? NVML_ERROR_INVALID_ARGUMENT

@@ -96,6 +96,20 @@ std::string ElectricityMapsProvider::get(const std::string& url, long* status) {
   return reply.body;
 }
 
+SignalTrace ElectricityMapsProvider::fetch_trace(const std::string& url, bool& refused,
+                                                 std::string_view refused_note) {
+  long status = 0;
+  try {
+    return SignalTrace::parse(get(url, &status), url, SignalKind::kCarbonIntensity);
+  } catch (const IoError& e) {
+    if (status == 401 || status == 403 || status == 404) {
+      refused = true;  // this token's plan lacks the route: said once, never asked again
+      throw IoError(fmt::format("{} {}", e.what(), refused_note));
+    }
+    throw;
+  }
+}
+
 SignalReading ElectricityMapsProvider::read(Clock::time_point /*now*/) {
   const std::string url = latest_url();
   const SignalTrace one = SignalTrace::parse(get(url), url, SignalKind::kCarbonIntensity);
@@ -122,20 +136,10 @@ std::optional<double> ElectricityMapsProvider::forecast(Clock::time_point from,
       return m;
     }
   }
-  const std::string url = forecast_url(horizon);
-  long status = 0;
-  try {
-    forecast_ = SignalTrace::parse(get(url, &status), url, SignalKind::kCarbonIntensity);
-  } catch (const IoError& e) {
-    forecast_.reset();
-    if (status == 401 || status == 403 || status == 404) {
-      forecast_refused_ = true;
-      throw IoError(fmt::format(
-          "{} (the forecast is a paid plan's endpoint); it is not asked again in this run",
-          e.what()));
-    }
-    throw;
-  }
+  forecast_.reset();
+  forecast_ = fetch_trace(forecast_url(horizon), forecast_refused_,
+                          "(the forecast is a paid plan's endpoint); it is not asked again in this "
+                          "run");
   forecast_fetched_ = from;
   return mean();
 }
@@ -146,21 +150,13 @@ std::optional<double> ElectricityMapsProvider::history_mean(Clock::time_point to
     return std::nullopt;
   }
   if (!history_ || to < history_fetched_ || to - history_fetched_ >= options_.history_max_age) {
-    const std::string url = fmt::format(
-        "{}/carbon-intensity/history?lat={}&lon={}&disableEstimations={}&emissionFactorType={}",
-        options_.base_url, options_.latitude, options_.longitude,
-        options_.estimate ? "false" : "true", options_.emission_factor_type);
-    long status = 0;
-    try {
-      history_ = SignalTrace::parse(get(url, &status), url, SignalKind::kCarbonIntensity);
-    } catch (const IoError& e) {
-      history_.reset();
-      if (status == 401 || status == 403 || status == 404) {
-        history_refused_ = true;
-        throw IoError(fmt::format("{}; the history is not asked again in this run", e.what()));
-      }
-      throw;
-    }
+    history_.reset();
+    history_ = fetch_trace(
+        fmt::format(
+            "{}/carbon-intensity/history?lat={}&lon={}&disableEstimations={}&emissionFactorType={}",
+            options_.base_url, options_.latitude, options_.longitude,
+            options_.estimate ? "false" : "true", options_.emission_factor_type),
+        history_refused_, "(the history route); it is not asked again in this run");
     history_fetched_ = to;
   }
   return history_->history_mean(to, window);

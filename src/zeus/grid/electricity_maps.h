@@ -67,6 +67,9 @@ class ElectricityMapsProvider final : public SignalProvider {
   // GET `url` with the token; the body of a 200, else IoError naming the URL and what the API
   // said; `status` gets the status either way.
   std::string get(const std::string& url, long* status = nullptr);
+  // GET `url` as a trace; a 401, 403 or 404 (the token's plan lacks the route) sets `refused`
+  // and is thrown once with `refused_note` after the API's message.
+  SignalTrace fetch_trace(const std::string& url, bool& refused, std::string_view refused_note);
 
   ElectricityMapsOptions options_;
   std::unique_ptr<http_client::Client> client_;

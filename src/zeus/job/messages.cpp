@@ -236,4 +236,18 @@ std::vector<optimize::GpuCurve> CurvesMessage::decode(std::span<const double> he
   return curves;
 }
 
+void write_text(std::vector<double>& v, size_t slot, std::string_view text) {
+  for (size_t i = 0; i < text.size() && i < kTextSlot; ++i) {
+    v.at(slot * kTextSlot + i) = static_cast<unsigned char>(text[i]);
+  }
+}
+
+std::string read_text(std::span<const double> v, size_t slot) {
+  std::string out;
+  for (size_t i = 0; i < kTextSlot && v[slot * kTextSlot + i] != 0; ++i) {
+    out.push_back(static_cast<char>(static_cast<unsigned char>(v[slot * kTextSlot + i])));
+  }
+  return out;
+}
+
 }  // namespace zeus::job

@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -119,6 +121,13 @@ struct WindowMessage {
 // 1d/5. All-reduced: one value per global rank, each filled by that rank or its node's local
 // master (the GPUs' idle power at construction; each rank's own time at a drift check).
 std::vector<double> per_rank_slots(const RankInfo& ranks);
+
+// Text in a collective's doubles (one byte a slot, kTextSlot slots a string; a longer one is cut,
+// a zero ends it): a GPU's "uuid\nhost" at its rank's (or curve's) place. Write into a zeroed
+// vector, sum or broadcast it, read it back.
+inline constexpr size_t kTextSlot = 160;
+void write_text(std::vector<double>& v, size_t slot, std::string_view text);
+std::string read_text(std::span<const double> v, size_t slot);
 
 // 3a. All-reduced: [train_s x W, eval_s x W, train_j, eval_j, master's limit_mw].
 struct EpochMessage {

@@ -32,14 +32,12 @@ std::vector<double> watts(const std::vector<int64_t>& limits_mw) {
 namespace {
 
 // Each rank's GPU as "uuid" and "host", gathered on every rank: the local masters write their
-// ranks' strings into fixed slots of bytes (kIdBytes each), one all-reduce sums them.
-constexpr size_t kIdBytes = 160;
-
+// ranks' strings at the ranks' places (write_text), one all-reduce sums them.
 std::vector<std::pair<std::string, std::string>> gather_gpu_ids(Collectives& collectives,
                                                                 NodeGpus& gpus) {
   const RankInfo ranks = collectives.ranks();
   const auto w = static_cast<size_t>(ranks.world_size);
-  std::vector<double> bytes(w * kIdBytes, 0.0);
+  std::vector<double> text(w * kTextSlot, 0.0);
   if (gpus.ranks().is_local_master() && gpus.owns_gpus()) {
     const std::string host = host_name();
     for (size_t k = 0; k < gpus.owned_ranks().size(); ++k) {
@@ -48,20 +46,15 @@ std::vector<std::pair<std::string, std::string>> gather_gpu_ids(Collectives& col
         continue;
       }
       const int g = gpus.owned()[k];
-      const std::string id =
-          (gpus.simulated() ? gpus.sim_gpus()->uuid(g) : gpus.gpu_set()->uuid(g)) + '\n' + host;
-      for (size_t i = 0; i < id.size() && i < kIdBytes; ++i) {
-        bytes[static_cast<size_t>(r) * kIdBytes + i] = static_cast<unsigned char>(id[i]);
-      }
+      write_text(
+          text, static_cast<size_t>(r),
+          (gpus.simulated() ? gpus.sim_gpus()->uuid(g) : gpus.gpu_set()->uuid(g)) + '\n' + host);
     }
   }
-  collectives.all_reduce_sum(bytes);
+  collectives.all_reduce_sum(text);
   std::vector<std::pair<std::string, std::string>> ids(w);
   for (size_t r = 0; r < w; ++r) {
-    std::string id;
-    for (size_t i = 0; i < kIdBytes && bytes[r * kIdBytes + i] != 0; ++i) {
-      id.push_back(static_cast<char>(bytes[r * kIdBytes + i]));
-    }
+    const std::string id = read_text(text, r);
     const auto nl = id.find('\n');
     ids[r] = nl == std::string::npos ? std::pair(id, std::string())
                                      : std::pair(id.substr(0, nl), id.substr(nl + 1));

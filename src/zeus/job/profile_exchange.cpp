@@ -48,22 +48,16 @@ std::optional<optimize::PowerProfile> load_and_share_profile(const ResolvedJobOp
                                        : std::vector<double>(CurvesMessage::size(curves_head));
   collectives.broadcast(curves, 0);
   shared.per_gpu = CurvesMessage::decode(curves_head, curves);
-  // Whose curves they are: "uuid\nhost" of each, a byte a slot (the planner finds its GPUs'
-  // curves by them: PlannedLimits::load).
-  constexpr size_t kIdBytes = 160;
-  std::vector<double> ids(shared.per_gpu.size() * kIdBytes, 0.0);
+  // Whose curves they are: "uuid\nhost" of each (write_text), for PlannedLimits::load.
+  std::vector<double> ids(shared.per_gpu.size() * kTextSlot, 0.0);
   for (size_t c = 0; profile && c < profile->per_gpu.size(); ++c) {
-    const std::string id = profile->per_gpu[c].uuid + '\n' + profile->per_gpu[c].host;
-    for (size_t i = 0; i < id.size() && i < kIdBytes && !profile->per_gpu[c].uuid.empty(); ++i) {
-      ids[c * kIdBytes + i] = static_cast<unsigned char>(id[i]);
+    if (!profile->per_gpu[c].uuid.empty()) {
+      write_text(ids, c, profile->per_gpu[c].uuid + '\n' + profile->per_gpu[c].host);
     }
   }
   collectives.broadcast(ids, 0);
   for (size_t c = 0; c < shared.per_gpu.size(); ++c) {
-    std::string id;
-    for (size_t i = 0; i < kIdBytes && ids[c * kIdBytes + i] != 0; ++i) {
-      id.push_back(static_cast<char>(ids[c * kIdBytes + i]));
-    }
+    const std::string id = read_text(ids, c);
     if (const auto nl = id.find('\n'); nl != std::string::npos) {
       shared.per_gpu[c].uuid = id.substr(0, nl);
       shared.per_gpu[c].host = id.substr(nl + 1);

@@ -350,9 +350,9 @@ void AmdsmiGpuSet::check_counters() const {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // The counter is read once more after the last poll: charge that stretch at the last power.
       const double measured_mj = (counter_uj(g, i) - before_uj[k]) / 1000.0;
-      expected_mj[k] += last_mw[k] * std::max(0.0, seconds - std::chrono::duration<double>(
-                                                                  polled - start)
-                                                                  .count());
+      expected_mj[k] +=
+          last_mw[k] *
+          std::max(0.0, seconds - std::chrono::duration<double>(polled - start).count());
       if (expected_mj[k] < 1.0) {
         logger().info(
             "{}: its energy counter (amdsmi_get_energy_count) cannot be checked while power "
