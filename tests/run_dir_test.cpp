@@ -222,6 +222,63 @@ TEST(RunDir, TheLauncherSettlesAPythonOptimizersJournalWhoseOwnerIsGone) {
   EXPECT_EQ(nvml.limit_mw(1), 225'000) << "the live process's limit stays";
 }
 
+// A run that made this host its node 1 died with GPU 0 at 210 W and GPU 1 at 225 W, its journal
+// power-limits.node1.journal; the next run here is node 0 of its own (before: it settled only
+// power-limits.journal, so its workers took 210/225 W for the limits they found and put those
+// back). It settles every node's journal whose owner is gone, before its workers start, and
+// leaves one of a live process alone.
+TEST(RunDir, TheNextRunSettlesTheJournalThisHostLeftAsAnotherNode) {
+  test::FakeNvml nvml(test::two_a40s_at_280w());
+  test::TempDir dir;
+  const fs::path live = dir / "power-limits.node2.journal";
+  const fs::path dead = dir / "power-limits.node1.journal";
+  test::Child holder({ZEUS_LIMIT_SETTER_PATH, "nvml", live.string(), "250000"});
+  ASSERT_TRUE(holder.wait_for_output("ready", std::chrono::seconds(30)));
+  {
+    test::Child victim({ZEUS_LIMIT_SETTER_PATH, "nvml", dead.string(), "210000", "225000"});
+    ASSERT_TRUE(victim.wait_for_output("ready", std::chrono::seconds(30)));
+    victim.kill(SIGKILL);
+    victim.wait();
+  }
+  const test::ProcessResult r =
+      test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone", "--log-dir",
+                         dir.path().string(), "/bin/true"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("restored the power limits")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(dead.string())) << r.err;
+  EXPECT_FALSE(fs::exists(dead)) << "settled";
+  EXPECT_EQ(nvml.limit_mw(0), 250'000) << "back to what the dead run found: the live one's";
+  EXPECT_EQ(nvml.limit_mw(1), 280'000);
+  EXPECT_TRUE(fs::exists(live)) << "a live process's journal is its own";
+}
+
+// The same left journal, and a job started without a launcher (ZEUS_LOG_DIR its journal dir):
+// the job settles it before it takes the GPUs, so the limits it restores at its end are the
+// site's 280 W, not the dead run's.
+TEST(RunDir, AJobWithoutALauncherSettlesTheJournalThisHostLeftAsAnotherNode) {
+  test::FakeNvml nvml(test::two_a40s_at_280w());
+  test::TempDir dir;
+  const fs::path dead = dir / "power-limits.node1.journal";
+  {
+    test::Child victim({ZEUS_LIMIT_SETTER_PATH, "nvml", dead.string(), "210000", "225000"});
+    ASSERT_TRUE(victim.wait_for_output("ready", std::chrono::seconds(30)));
+    victim.kill(SIGKILL);
+    victim.wait();
+  }
+  test::ScopedEnv log_dir("ZEUS_LOG_DIR", dir.path().string());
+  test::ScopedEnv params("ZEUS_PROFILE_PARAMS", "1,2");
+  test::ScopedEnv target("ZEUS_TARGET_METRIC", "0.5");
+  const test::ProcessResult r =
+      test::run_process({ZEUS_LOADER_WORKER_PATH, "--single", "--samples", "160", "--batch-size",
+                         "4", "--max-epochs", "1", "--metrics", "0.1", "--step-ms", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("restored the power limits")) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(dead)) << "settled";
+  EXPECT_FALSE(nvml.limit_history().empty()) << "the job did set limits";
+  EXPECT_EQ(nvml.limit_mw(0), 280'000) << r.out << r.err;
+  EXPECT_EQ(nvml.limit_mw(1), 280'000) << r.out << r.err;
+}
+
 // A worker SIGKILLed in the middle of profiling (it holds the lowered limits and their journal)
 // under `zeus run`, each way of giving the directory: the launcher settles the journal where the
 // workers wrote it, the limits come back to 280 W, and nothing is left elsewhere. The job is

@@ -240,7 +240,7 @@ def settle(m: Machine, job: Job, run_dir: Path, outcome: Outcome) -> None:
     except subprocess.TimeoutExpired:
         kill([job.proc.pid], signal.SIGKILL)
         out, _ = job.proc.communicate()
-        outcome.notes.append("the launcher did not end: killed")
+        outcome.notes.append(f"the launcher did not end: killed; its last output:\n{out[-1500:]}")
     deadline = time.monotonic() + DEADLINE_S
     while marked(job.mark) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -399,7 +399,8 @@ def etcd_fault(nodes: tuple[Machine, Machine], etcd: Etcd, index: int, rng: rand
         return [str(nodes[0].build / "apps/zeus/zeus"), "run", "--nnodes", "2", "--nproc-per-node",
                 "1", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.client}",
                 "--rdzv-id", f"campaign-{os.getpid()}-{index}", "--local-addr", "127.0.0.1",
-                "--grace-period", "2s", "--rdzv-conf", "last_call_timeout=2,read_timeout=3",
+                "--grace-period", "2s", "--rdzv-conf",
+                "last_call_timeout=2,read_timeout=3,join_timeout=6",
                 str(worker), "--samples", "320", "--batch-size", "4", "--max-epochs", "2",
                 "--metrics", "0.1,0.9", "--step-ms", "8"]
 
@@ -451,6 +452,8 @@ def main() -> int:
     p.add_argument("--vendor", choices=("nvidia", "amd"), default="nvidia",
                    help="the fake GPUs' vendor library: NVML or AMD SMI")
     p.add_argument("--kinds", help="draw only these kinds of fault (comma-separated)")
+    p.add_argument("--verbose", action="store_true",
+                   help="print every fault's notes, not only a failed one's")
     args = p.parse_args()
     build = args.build.resolve()
     for need in ("apps/zeus/zeus", "apps/zeusd/zeusd", "tests/zeus_test_loader_worker",
@@ -516,6 +519,7 @@ def main() -> int:
                 if o.bad():
                     failures += 1
                     print(f"  replay: --seed {args.seed} --only {i}", flush=True)
+                if o.bad() or args.verbose:
                     for note in o.notes:
                         print(f"  {note}", flush=True)
                 totals.lowered += o.lowered

@@ -292,16 +292,17 @@ void bind_device(py::module_& m) {
   // The run contract's names for an optimizer's own journal, so that the launcher settling them
   // (launch/journals.cpp) and the optimizer writing them agree by construction.
   m.def("process_journal_name", &contract::process_journal_name, py::arg("host"), py::arg("pid"));
+  // Every journal in `dir` whose owner is gone (any node's, any optimizer's) put back, as the
+  // launcher does (launch/journals.cpp): what was done, a line each, for the caller's log.
   m.def(
-      "list_process_journals",
+      "settle_gone_journals",
       [](const std::string& dir) {
-        std::vector<std::string> paths;
-        for (const auto& path : contract::list_process_journals(dir)) {
-          paths.push_back(path.string());
-        }
-        return paths;
+        std::vector<std::string> lines;
+        device::settle_gone_journals(contract::list_journals(dir),
+                                     [&](const std::string& line) { lines.push_back(line); });
+        return lines;
       },
-      py::arg("dir"));
+      py::arg("dir"), py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace zeus::python

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -332,3 +333,32 @@ plo.close()
         assert {(h["setting"], h["pid"]) for h in state.get("settings_history", [])} == {
             ("persistence_mode", daemon.pid)}
         assert nvml.limits_w() == [280, 280]
+
+
+def test_the_optimizer_settles_a_journal_this_host_left_as_another_node(
+        fake_nvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that made this host its node 1 died with GPU 0 at 210 W (its journal
+    power-limits.node1.journal says 280 W); the optimizer puts that back before it takes the
+    GPUs, so the limits it restores when closed are 280 W, not the dead run's 210 W."""
+    journals = tmp_path / "journals"
+    journals.mkdir(mode=0o700)
+    monkeypatch.setenv("ZEUS_JOURNAL_DIR", str(journals))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = journals / "power-limits.node1.journal"
+    dead.write_text(json.dumps({
+        "format": "zeus-power-limits-journal", "version": 1, "locator": "nvml",
+        "host": socket.gethostname(), "pid": gone.pid, "boot_id": "",
+        "gpus": [{"index": 0, "uuid": fake_nvml.state()["gpus"][0]["uuid"],
+                  "limit_mw": 280_000}]}))
+    set_gpu(fake_nvml, 0, limit_mw=210_000)
+    r = run_script(tmp_path, OPTIMIZER + r"""
+for _ in range(10):
+    plo.on_step_begin(); time.sleep(0.01)
+out(done=isinstance(plo.state, Done))
+plo.close()
+""")
+    assert r["done"]
+    assert not dead.exists()
+    assert fake_nvml.sets()[0]["limit_mw"] == 280_000  # the settling came first
+    assert fake_nvml.limits_w() == [280, 280]

@@ -210,13 +210,9 @@ class GlobalPowerLimitOptimizer(Callback):
 
     @staticmethod
     def _settle_stale_journals(directory: Path) -> None:
-        for path in _core.list_process_journals(str(directory)):
-            try:
-                done = _core.settle_stale_journal(path)
-                if done:
-                    logger.warning("%s", done)
-            except _core.ConfigError:
-                pass  # its owner still runs: that job's to restore
+        # Those of a live owner are left to it; a restore that fails is said, and kept.
+        for line in _core.settle_gone_journals(str(directory)):
+            logger.warning("%s", line)
 
     # Hooks ------------------------------------------------------------------------------
 

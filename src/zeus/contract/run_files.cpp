@@ -193,6 +193,15 @@ std::vector<std::filesystem::path> list_process_journals(const std::filesystem::
   return journals;
 }
 
+std::vector<std::filesystem::path> list_journals(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> journals = list_process_journals(dir);
+  for (auto& [path, node_rank] : list_run_dir(dir).journals) {
+    journals.push_back(std::move(path));
+  }
+  std::sort(journals.begin(), journals.end());
+  return journals;
+}
+
 std::filesystem::path run_journal_dir(const std::filesystem::path& log_dir,
                                       std::string_view run_key) {
   return log_dir / kRunJournalsDirName / run_key;

@@ -57,6 +57,9 @@ std::string process_journal_name(std::string_view host, int pid);
 bool is_process_journal_name(std::string_view file_name);
 // The process journals in `dir`, sorted (none when it has none or does not exist).
 std::vector<std::filesystem::path> list_process_journals(const std::filesystem::path& dir);
+// Every journal in `dir` a job may have left, sorted: each node's, whatever its node rank (the
+// next job on a host may run there as another node of another run), and the process journals.
+std::vector<std::filesystem::path> list_journals(const std::filesystem::path& dir);
 
 // A launcher given no log dir (no --log-dir, no ZEUS_LOG_DIR) has its workers journal in a
 // directory of the run's own, DEFAULT_LOG_DIR/.journals/<run key>/, so that runs started at the

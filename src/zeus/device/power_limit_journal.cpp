@@ -220,4 +220,31 @@ std::optional<std::string> settle_stale_journal(const std::filesystem::path& pat
   return std::nullopt;
 }
 
+int settle_gone_journals(std::span<const std::filesystem::path> paths,
+                         const std::function<void(const std::string&)>& say) {
+  int left = 0;
+  for (const auto& path : paths) {
+    try {
+      const PowerLimitJournal journal = read_journal(path);
+      const JournalOwner owner = journal_owner(journal);
+      if (owner != JournalOwner::kGone && owner != JournalOwner::kOtherBoot) {
+        continue;  // a live job's (it restores them itself), or another node's on a shared dir
+      }
+      if (const auto settled = settle_stale_journal(path)) {
+        say(*settled);
+      }
+    } catch (const Error& e) {
+      if (std::error_code ec; !std::filesystem::exists(path, ec)) {
+        continue;  // settled meanwhile by its owner's watchdog: nothing left to do
+      }
+      left += restore_target_gone(e) ? 0 : 1;
+      say(fmt::format(
+          "could not restore the power limits in {}: {}; run `zeus restore-limits --journal {}` "
+          "once the GPUs are reachable",
+          path.string(), e.what(), path.string()));
+    }
+  }
+  return left;
+}
+
 }  // namespace zeus::device

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,5 +68,12 @@ std::string describe_owner(const PowerLimitJournal& journal, JournalOwner owner)
 // before its limits are back. Returns what was done, for the log, or std::nullopt when there was
 // no journal. Restore failures throw DeviceError (the journal is kept).
 std::optional<std::string> settle_stale_journal(const std::filesystem::path& path);
+
+// settle_stale_journal for each of `paths` whose owner is gone or that a previous boot wrote,
+// telling `say` what was done; one of a live process or of another host is left to it. Failures
+// are said, not thrown. Returns how many journals are left that another attempt may restore (a
+// GPU that is gone is not counted: Note [restore rule]).
+int settle_gone_journals(std::span<const std::filesystem::path> paths,
+                         const std::function<void(const std::string&)>& say);
 
 }  // namespace zeus::device

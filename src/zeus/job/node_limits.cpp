@@ -1,6 +1,8 @@
 #include "zeus/job/node_limits.h"
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "zeus/common/directories.h"
 #include "zeus/common/errors.h"
@@ -23,6 +25,17 @@ NodeLimits::NodeLimits(const ResolvedJobOptions& options, NodeGpus& gpus)
     // training (the caller agrees), naming the path. Measuring only, nothing is journaled and
     // no directory is made.
     make_directory(options.journal_dir, kJournalDirRole);
+    // What an earlier run left in this directory as another node (a host that was node 1 of that
+    // run is node 0 of this one), or a Python optimizer's, goes back first too; a launcher did
+    // so already, a job started without one finds them here. This node's own the guard settles.
+    std::vector<std::filesystem::path> others;
+    for (auto& path : contract::list_journals(options.journal_dir)) {
+      if (path != journal) {
+        others.push_back(std::move(path));
+      }
+    }
+    device::settle_gone_journals(others,
+                                 [](const std::string& line) { logger().warn("{}", line); });
     // The guard first restores what an earlier job left in the journal, then takes the GPUs.
     guard_ = std::make_unique<device::PowerLimitGuard>(
         *gpus_.gpu_set(), device::PowerLimitGuardOptions{.journal_path = journal});

@@ -128,7 +128,7 @@ Ending watch_pid(pid_t pid) {
 // One pass over what the guardian restores; returns how many journals a retry may still
 // restore.
 int restore_once(const GuardianOptions& o, const std::function<void(const std::string&)>& say) {
-  int left = o.journal_dirs.empty() ? 0 : settle_journals(o.journal_dirs, o.node_rank, say);
+  int left = o.journal_dirs.empty() ? 0 : settle_journals(o.journal_dirs, say);
   for (const auto& journal : o.journals) {
     if (std::error_code ec; !std::filesystem::exists(journal, ec)) {
       continue;

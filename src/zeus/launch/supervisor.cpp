@@ -427,7 +427,7 @@ int Supervisor::run_attempts() {
                      .err_fd = io_.err_fd});
   SignalScope signals;
   auto say = [&](const std::string& text) { write_all(io_.err_fd, "zeus run: " + text + "\n"); };
-  settle_journals(journal_dirs(), plan_.node_rank, say);  // an earlier job's, before any worker
+  settle_journals(journal_dirs(), say);  // an earlier job's, before any worker
   if (plan_.elastic) {
     return run_elastic(sentinel, signals.fd(), say);
   }
@@ -437,7 +437,7 @@ int Supervisor::run_attempts() {
       Attempt attempt(plan_, io_, restart, signals.fd(), sentinel);
       result = attempt.run();
     }
-    settle_journals(journal_dirs(), plan_.node_rank, say);
+    settle_journals(journal_dirs(), say);
     if (result.stop_signal != 0) {
       return stopped(result.stop_signal, say);
     }
@@ -511,7 +511,7 @@ int Supervisor::run_elastic(Sentinel& sentinel, int signal_fd,
       Attempt attempt(plan_, io_, attempt_number, signal_fd, sentinel, &client);
       result = attempt.run();
     }
-    settle_journals(journal_dirs(), plan_.node_rank, say);
+    settle_journals(journal_dirs(), say);
     if (result.stop_signal != 0) {
       return stopped(result.stop_signal, say);
     }

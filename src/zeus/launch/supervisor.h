@@ -74,12 +74,12 @@ std::vector<std::filesystem::path> missing_journal_dirs(const LaunchPlan& plan);
 void remove_empty_journal_dirs(const LaunchPlan& plan,
                                const std::vector<std::filesystem::path>& made);
 
-// The journals under `dirs` (node `node_rank`'s, and the Python optimizers' process journals,
-// contract/run_files.h) whose owner is gone (or that a previous boot wrote) are settled
-// (device::settle_stale_journal), telling `say` what was done; those of a live job or another
-// host are left to them. Failures are said, not thrown. Returns how many journals are left
-// that another attempt may restore (a GPU that is gone is not counted: Note [restore rule]).
-int settle_journals(const std::vector<std::filesystem::path>& dirs, int node_rank,
+// The journals under `dirs` (every node's, whatever its rank, and the Python optimizers' process
+// journals, contract::list_journals) whose owner is gone (or that a previous boot wrote) are
+// settled (device::settle_gone_journals), telling `say` what was done; those of a live job or
+// another host are left to them. Failures are said, not thrown. Returns how many journals are
+// left that another attempt may restore (a GPU that is gone is not counted: Note [restore rule]).
+int settle_journals(const std::vector<std::filesystem::path>& dirs,
                     const std::function<void(const std::string&)>& say);
 
 // "exited with code 3" / "was killed by signal 9 (SIGKILL)".
