@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -192,6 +193,30 @@ TEST(RunDir, ALogDirThatCannotBeMadeStopsEveryRankBeforeTrainingNamingIt) {
   EXPECT_FALSE(fs::exists(l.work / "zeus_log")) << test::tree(root.path());
 }
 
+// A limit setter holding GPU i at limits_mw[i] through a journal at `journal`, once ready.
+std::unique_ptr<test::Child> hold_limits(const fs::path& journal,
+                                         const std::vector<std::string>& limits_mw) {
+  std::vector<std::string> argv{ZEUS_LIMIT_SETTER_PATH, "nvml", journal.string()};
+  argv.insert(argv.end(), limits_mw.begin(), limits_mw.end());
+  auto holder = std::make_unique<test::Child>(argv);
+  EXPECT_TRUE(holder->wait_for_output("ready", std::chrono::seconds(30))) << journal;
+  return holder;
+}
+
+// The same, SIGKILLed once its limits are set: its journal is left and its owner is gone.
+void leave_journal_of_a_dead_process(const fs::path& journal,
+                                     const std::vector<std::string>& limits_mw) {
+  auto victim = hold_limits(journal, limits_mw);
+  victim->kill(SIGKILL);
+  victim->wait();
+}
+
+// A `zeus run` of /bin/true, one process on this node, journaling in `dir`.
+test::ProcessResult next_run_in(const fs::path& dir) {
+  return test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone",
+                            "--log-dir", dir.string(), "/bin/true"});
+}
+
 // A Python optimizer's process journal (gplo-<host>-<pid>.journal) whose owner and watchdog are
 // both gone is settled by the next `zeus run` that journals in that directory, before its workers
 // start; one of a live process is left to it.
@@ -200,19 +225,11 @@ TEST(RunDir, TheLauncherSettlesAPythonOptimizersJournalWhoseOwnerIsGone) {
   test::TempDir dir;
   const fs::path dead = dir / "gplo-node-1.journal";
   const fs::path live = dir / "gplo-node-2.journal";
-  {
-    test::Child victim({ZEUS_LIMIT_SETTER_PATH, "nvml", dead.string(), "200000"});
-    ASSERT_TRUE(victim.wait_for_output("ready", std::chrono::seconds(30)));
-    victim.kill(SIGKILL);
-    victim.wait();
-  }
+  leave_journal_of_a_dead_process(dead, {"200000"});
   // The live holder changes GPU 0 from the dead one's 200 W to 250 W, and GPU 1.
-  test::Child holder({ZEUS_LIMIT_SETTER_PATH, "nvml", live.string(), "250000", "225000"});
-  ASSERT_TRUE(holder.wait_for_output("ready", std::chrono::seconds(30)));
+  const auto holder = hold_limits(live, {"250000", "225000"});
   ASSERT_EQ(nvml.limit_mw(0), 250'000);
-  const test::ProcessResult r =
-      test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone", "--log-dir",
-                         dir.path().string(), "/bin/true"});
+  const test::ProcessResult r = next_run_in(dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("restored the power limits")) << r.err;
   EXPECT_THAT(r.err, HasSubstr(dead.string())) << r.err;
@@ -232,17 +249,9 @@ TEST(RunDir, TheNextRunSettlesTheJournalThisHostLeftAsAnotherNode) {
   test::TempDir dir;
   const fs::path live = dir / "power-limits.node2.journal";
   const fs::path dead = dir / "power-limits.node1.journal";
-  test::Child holder({ZEUS_LIMIT_SETTER_PATH, "nvml", live.string(), "250000"});
-  ASSERT_TRUE(holder.wait_for_output("ready", std::chrono::seconds(30)));
-  {
-    test::Child victim({ZEUS_LIMIT_SETTER_PATH, "nvml", dead.string(), "210000", "225000"});
-    ASSERT_TRUE(victim.wait_for_output("ready", std::chrono::seconds(30)));
-    victim.kill(SIGKILL);
-    victim.wait();
-  }
-  const test::ProcessResult r =
-      test::run_process({ZEUS_CLI_PATH, "run", "--nproc-per-node", "1", "--standalone", "--log-dir",
-                         dir.path().string(), "/bin/true"});
+  const auto holder = hold_limits(live, {"250000"});
+  leave_journal_of_a_dead_process(dead, {"210000", "225000"});
+  const test::ProcessResult r = next_run_in(dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("restored the power limits")) << r.err;
   EXPECT_THAT(r.err, HasSubstr(dead.string())) << r.err;
@@ -259,12 +268,7 @@ TEST(RunDir, AJobWithoutALauncherSettlesTheJournalThisHostLeftAsAnotherNode) {
   test::FakeNvml nvml(test::two_a40s_at_280w());
   test::TempDir dir;
   const fs::path dead = dir / "power-limits.node1.journal";
-  {
-    test::Child victim({ZEUS_LIMIT_SETTER_PATH, "nvml", dead.string(), "210000", "225000"});
-    ASSERT_TRUE(victim.wait_for_output("ready", std::chrono::seconds(30)));
-    victim.kill(SIGKILL);
-    victim.wait();
-  }
+  leave_journal_of_a_dead_process(dead, {"210000", "225000"});
   test::ScopedEnv log_dir("ZEUS_LOG_DIR", dir.path().string());
   test::ScopedEnv params("ZEUS_PROFILE_PARAMS", "1,2");
   test::ScopedEnv target("ZEUS_TARGET_METRIC", "0.5");
