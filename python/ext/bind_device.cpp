@@ -286,9 +286,6 @@ void bind_device(py::module_& m) {
         return launch::guardian_main(launch::parse_guardian_args(args));
       },
       py::arg("args"), py::call_guard<py::gil_scoped_release>());
-  m.def(
-      "settle_stale_journal",
-      [](const std::string& path) { return device::settle_stale_journal(path); }, py::arg("path"));
   // The run contract's names for an optimizer's own journal, so that the launcher settling them
   // (launch/journals.cpp) and the optimizer writing them agree by construction.
   m.def("process_journal_name", &contract::process_journal_name, py::arg("host"), py::arg("pid"));
