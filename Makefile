@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: deps configure build test test-python test-faults test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
+.PHONY: wheels test-wheels deps configure build test test-python test-faults test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -26,6 +26,19 @@ test: build
 	scripts/install-python.sh
 	$(MAKE) --no-print-directory test-faults
 	$(MAKE) --no-print-directory test-python
+
+# The pip wheels (docs/packaging.md): manylinux_2_28 for x86_64 and aarch64, one per CPython
+# 3.9-3.13, in build/wheels/dist, each checked by auditwheel; then every check of tests/wheels/run.sh
+# (the bare bullseye and bookworm roots, and arm64 under qemu). The release command.
+wheels: deps
+	scripts/wheels/build-wheels.sh
+	tests/wheels/run.sh
+
+# CI's share of it: the x86_64 wheels of the two roots' Pythons (3.9, 3.11) and their checks in
+# the bare bullseye and bookworm roots (bookworm's reuses scripts/install-torch.sh's wheel files).
+test-wheels: deps
+	scripts/wheels/build-wheels.sh --arch x86_64 --python "3.9 3.11"
+	tests/wheels/run.sh --checks "bullseye bookworm"
 
 # The fault campaign (bench/faults/campaign.py): 30 seeded faults against short jobs, as root and
 # through zeusd (its Python job needs .venv-py: scripts/install-python.sh); it fails on any limit

@@ -14,6 +14,7 @@ packages=(
   libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libtomlplusplus-dev python3-venv
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   libsqlite3-dev libpq-dev postgresql-15 prometheus prometheus-pushgateway etcd-server
+  debootstrap qemu-user-static tcl
 )
 
 missing=()

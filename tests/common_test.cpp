@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -6,13 +7,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <thread>
 
 #include "support/test_support.h"
 #include "zeus/common/atomic_file.h"
+#include "zeus/common/build_info.h"
 #include "zeus/common/csv.h"
 #include "zeus/common/directories.h"
 #include "zeus/common/env.h"
@@ -22,9 +26,11 @@
 #include "zeus/common/malloc_tuning.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/random.h"
 #include "zeus/common/signal_pipe.h"
 #include "zeus/common/units.h"
 #include "zeus/config.h"
+#include "zeus/process/child.h"
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -366,3 +372,112 @@ TEST(Mac, HmacSha256MatchesTheRfcAndComparesInConstantTime) {
 
 }  // namespace
 }  // namespace zeus
+
+namespace zeus {
+namespace {
+
+#if defined(__GLIBCXX__)
+// The fixed draws are libstdc++'s for a 64-bit engine, so the source build's numbers (README,
+// bench/) stayed what they were when the standard distributions were replaced.
+TEST(PortableRandom, UniformIndexDrawsWhatLibstdcxxDraws) {
+  std::mt19937_64 ours(7);
+  std::mt19937_64 theirs(7);
+  for (uint64_t n : {1ULL, 2ULL, 3ULL, 7ULL, 10ULL, 1000ULL, (1ULL << 33) + 5, ~0ULL / 3}) {
+    for (int i = 0; i < 2000; ++i) {
+      std::uniform_int_distribution<uint64_t> d(0, n - 1);
+      ASSERT_EQ(uniform_index(ours, n), d(theirs)) << "n " << n << " draw " << i;
+    }
+  }
+}
+
+TEST(PortableRandom, NormalDrawsWhatLibstdcxxDraws) {
+  std::mt19937_64 ours(11);
+  std::mt19937_64 theirs(11);
+  for (int i = 0; i < 5000; ++i) {
+    const double mean = i * 0.5;
+    const double sd = 0.1 + i % 7;
+    ASSERT_EQ(normal(ours, mean, sd), std::normal_distribution<double>(mean, sd)(theirs)) << i;
+  }
+}
+#endif
+
+TEST(PortableRandom, DrawsAreInRangeAndSpread) {
+  std::mt19937_64 rng(3);
+  std::vector<int> counts(5);
+  for (int i = 0; i < 50000; ++i) {
+    const uint64_t k = uniform_index(rng, 5);
+    ASSERT_LT(k, 5U);
+    ++counts[k];
+  }
+  for (const int c : counts) {
+    EXPECT_NEAR(c, 10000, 500);
+  }
+  double sum = 0;
+  double sum_sq = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const double x = normal(rng, 2.0, 3.0);
+    sum += x;
+    sum_sq += x * x;
+  }
+  const double mean = sum / 50000;
+  EXPECT_NEAR(mean, 2.0, 0.1);
+  EXPECT_NEAR(std::sqrt(sum_sq / 50000 - mean * mean), 3.0, 0.1);
+  std::vector<int> v{0, 1, 2, 3, 4, 5, 6, 7};
+  shuffle(v.begin(), v.end(), rng);
+  std::vector<int> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_NE(v, sorted);
+}
+
+TEST(CloseFdRange, ClosesTheRangeOnlyWithOrWithoutTheSystemCall) {
+  int fds[6];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::pipe(fds + 2), 0);
+  ASSERT_EQ(::pipe(fds + 4), 0);
+  std::sort(std::begin(fds), std::end(fds));
+  close_fd_range(static_cast<unsigned>(fds[1]), static_cast<unsigned>(fds[4]));
+  const auto open = [](int fd) { return ::fcntl(fd, F_GETFD) != -1; };
+  EXPECT_TRUE(open(fds[0]));
+  EXPECT_FALSE(open(fds[1]));
+  EXPECT_FALSE(open(fds[4]));
+  EXPECT_TRUE(open(fds[5]));
+  ::close(fds[0]);
+  ::close(fds[5]);
+}
+
+TEST(BuildInfo, VersionTextListsEveryFeatureOnce) {
+  const std::string text = version_text("zeus");
+  EXPECT_THAT(text, ::testing::StartsWith(fmt::format("zeus {}\nbuild: ", version())));
+  for (const auto& f : features()) {
+    const auto count = [&](const std::string& line_start) {
+      const auto at = text.find(line_start);
+      if (at == std::string::npos) {
+        return false;
+      }
+      const std::string line = text.substr(at, text.find('\n', at) - at) + " ";
+      return line.find(" " + std::string(f.name) + " ") != std::string::npos;
+    };
+    EXPECT_EQ(count("features:"), f.present) << f.name;
+    EXPECT_EQ(count("left out:"), !f.present) << f.name;
+  }
+  const std::string line = left_out_message("kubelet", "--kubelet-socket /x");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_THAT(line, ::testing::HasSubstr(is_wheel_build() ? "pip wheel" : "libgrpc++-dev"));
+}
+
+}  // namespace
+}  // namespace zeus
+
+namespace zeus::process {
+namespace {
+
+TEST(SignalName, NamesTheStandardSignalsAndNumbersTheRest) {
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(signal_name(SIGRTMIN + 2), fmt::format("signal {}", SIGRTMIN + 2));
+}
+
+}  // namespace
+}  // namespace zeus::process

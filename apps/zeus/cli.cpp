@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <ostream>
 
+#include "zeus/common/build_info.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/units.h"
-#include "zeus/config.h"
 
 namespace zeus::cli {
 namespace {
@@ -29,7 +29,7 @@ void add_duration(CLI::App* app, const std::string& flag, std::chrono::nanosecon
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
             bool stdout_is_tty) {
   CLI::App app{"zeus: measure and cut the energy of deep-learning training", "zeus"};
-  app.set_version_flag("--version", std::string("zeus ") + ZEUS_VERSION);
+  app.set_version_flag("--version", std::string(version()));  // printed by version_text below
   app.require_subcommand(1);
 
   MonitorCommandOptions monitor;
@@ -325,7 +325,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out << app.help("", CLI::AppFormatMode::All);
     return kExitOk;
   } catch (const CLI::CallForVersion&) {
-    out << "zeus " << ZEUS_VERSION << "\n";
+    out << version_text("zeus");
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     err << fmt::format("zeus{}: error: {}; see `zeus{} --help`\n",

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "zeus/common/atomic_file.h"
+#include "zeus/common/build_info.h"
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
 #include "zeus/common/parse.h"
@@ -196,6 +197,9 @@ int issue(const TokenFlags& f, std::ostream& out) {
 
 int run_zeusd(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"zeusd: the zeus-cpp node daemon (Zeus 0.16's zeusd API, with leases)", "zeusd"};
+  std::string version = version_text("zeusd");
+  version.pop_back();  // CLI11 ends it with its own newline
+  app.set_version_flag("--version", version);
   app.require_subcommand(1);
   ServeFlags s;
   CLI::App* serve_cmd = app.add_subcommand("serve", "serve the API until SIGTERM");

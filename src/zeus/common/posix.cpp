@@ -1,13 +1,18 @@
 #include "zeus/common/posix.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
@@ -95,6 +100,33 @@ void write_all(int fd, std::string_view data, std::string_view what, std::string
     }
     check_posix(n, what, path);
     data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void close_fd_range(unsigned first, unsigned last) {
+  // The system call, not glibc's wrapper (2.34+): the wheel targets glibc 2.28.
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, first, last, 0U) == 0 || errno != ENOSYS) {
+    return;
+  }
+#endif
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    return;
+  }
+  const int own = ::dirfd(dir);
+  std::vector<int> fds;
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const unsigned long fd = std::strtoul(entry->d_name, &end, 10);
+    if (end != entry->d_name && *end == '\0' && static_cast<int>(fd) != own && fd >= first &&
+        fd <= last) {
+      fds.push_back(static_cast<int>(fd));
+    }
+  }
+  ::closedir(dir);
+  for (const int fd : fds) {
+    ::close(fd);
   }
 }
 

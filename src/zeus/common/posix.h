@@ -63,6 +63,11 @@ void write_all(int fd, std::string_view data, std::string_view what, std::string
 // The host name of this machine, for error messages and journals.
 std::string host_name();
 
+// Closes every descriptor in [first, last] (last = ~0U: to the end), as close_range(2) does, on
+// kernels before 5.9 too (RHEL 8's 4.18): there by walking /proc/self/fd. Never throws; for the
+// moments after fork and before exec it allocates only on that old-kernel path.
+void close_fd_range(unsigned first, unsigned last);
+
 // This boot's id (/proc/sys/kernel/random/boot_id), or "" where the kernel has none: a journal
 // written before a reboot is told from one of this boot by it.
 std::string boot_id();

@@ -3,6 +3,12 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "zeus/common/build_info.h"
 #include "zeus/common/errors.h"
 
 namespace zeus::http_client {
@@ -46,6 +52,34 @@ std::string where_of(const ClientOptions& o, const Request& r) {
   return o.unix_socket.empty() ? r.url : fmt::format("{} (socket {})", r.url, o.unix_socket);
 }
 
+// The CA certificates for https:// in the pip wheel, whose libcurl and OpenSSL are built for
+// every distribution and so have no bundle compiled in that fits them all: with SSL_CERT_FILE or
+// SSL_CERT_DIR set, OpenSSL's defaults (which read them); else the first distribution bundle
+// there is. nullptr in a source build (the system libcurl knows its own) and where none is found.
+const char* wheel_ca_bundle() {
+  static const std::string bundle = []() -> std::string {
+    if (!is_wheel_build() || std::getenv("SSL_CERT_FILE") != nullptr ||
+        std::getenv("SSL_CERT_DIR") != nullptr) {
+      return "";
+    }
+    constexpr std::array kBundles = {
+        "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu
+        "/etc/pki/tls/certs/ca-bundle.crt",                   // RHEL, Rocky, Alma, Fedora
+        "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL's source of the above
+        "/etc/ssl/ca-bundle.pem",                             // SUSE
+        "/etc/ssl/cert.pem",                                  // Alpine, Arch
+    };
+    for (const char* path : kBundles) {
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(path, ec)) {
+        return path;
+      }
+    }
+    return "";
+  }();
+  return bundle.empty() ? nullptr : bundle.c_str();
+}
+
 }  // namespace
 
 bool available() {
@@ -70,6 +104,9 @@ Reply Client::perform(const Request& request) {
   Reply reply;
   Transfer t{&options_, &request, &reply, 0, {}};
   curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  if (const char* ca = wheel_ca_bundle(); ca != nullptr && request.url.starts_with("https:")) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+  }
   if (!options_.unix_socket.empty()) {
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, options_.unix_socket.c_str());
   }

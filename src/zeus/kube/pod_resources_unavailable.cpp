@@ -1,7 +1,8 @@
-// A build without gRPC: the kubelet cannot be read; asking for it is a ConfigError saying what
-// to install.
+// A build without gRPC (the pip wheel, or no libgrpc++-dev): the kubelet cannot be read; asking
+// for it is a ConfigError saying which build has it.
 #include <fmt/format.h>
 
+#include "zeus/common/build_info.h"
 #include "zeus/common/errors.h"
 #include "zeus/kube/pod_resources.h"
 
@@ -12,11 +13,7 @@ bool pod_resources_supported() {
 }
 
 DeviceOwners list_device_owners(const std::string& socket_path, std::chrono::milliseconds) {
-  throw ConfigError(fmt::format(
-      "--kubelet-socket {}: this build cannot read the kubelet (it was configured without gRPC); "
-      "install libgrpc++-dev, protobuf-compiler and protobuf-compiler-grpc "
-      "(scripts/install-deps.sh) and rebuild",
-      socket_path));
+  throw ConfigError(left_out_message("kubelet", fmt::format("--kubelet-socket {}", socket_path)));
 }
 
 }  // namespace zeus::kube

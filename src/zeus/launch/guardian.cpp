@@ -13,6 +13,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
+#include "zeus/common/posix.h"
 #include "zeus/device/power_limit_journal.h"
 #include "zeus/device/restore_rule.h"
 #include "zeus/launch/supervisor.h"
@@ -214,9 +215,9 @@ int guardian_main(const GuardianOptions& o) {
   // Hold nothing of the owner's but the pipe and the standard streams: a reader of the
   // launcher's stdout sees its end when the launcher ends, not when the guardian does.
   if (o.owner_pipe_fd > 3) {
-    ::close_range(3, static_cast<unsigned>(o.owner_pipe_fd - 1), 0);
+    close_fd_range(3, static_cast<unsigned>(o.owner_pipe_fd - 1));
   }
-  ::close_range(static_cast<unsigned>(std::max(o.owner_pipe_fd + 1, 3)), ~0U, 0);
+  close_fd_range(static_cast<unsigned>(std::max(o.owner_pipe_fd + 1, 3)), ~0U);
   ignore_stop_signals();
   const auto say = [&](const std::string& text) {
     const std::string line = fmt::format("{}: {}\n", o.name, text);

@@ -10,6 +10,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/json.h"
+#include "zeus/common/random.h"
 
 namespace zeus::optimize {
 
@@ -181,8 +182,7 @@ int64_t BatchSizeOptimizer::thompson_choice() {
     }
   }
   if (!unexplored.empty()) {
-    std::uniform_int_distribution<size_t> pick(0, unexplored.size() - 1);
-    return unexplored[pick(rng_)];
+    return unexplored[uniform_index(rng_, unexplored.size())];
   }
   int64_t best = arms_.front();
   double best_sample = -std::numeric_limits<double>::infinity();

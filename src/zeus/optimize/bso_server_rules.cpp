@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "zeus/common/random.h"
 #include "zeus/optimize/pruning.h"
 
 namespace zeus::optimize::bso {
@@ -231,7 +232,7 @@ int64_t predict_mab(const Job& job, std::mt19937_64& rng) {
   for (const auto& [bs, arm] : job.arms) {
     order.push_back(bs);
   }
-  std::shuffle(order.begin(), order.end(), rng);
+  zeus::shuffle(order.begin(), order.end(), rng);
   for (const int64_t bs : order) {
     if (job.arms.at(bs).num_observations < job.params.mab_num_explorations) {
       return bs;

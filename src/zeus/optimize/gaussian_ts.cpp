@@ -4,6 +4,8 @@
 #include <limits>
 #include <numeric>
 
+#include "zeus/common/random.h"
+
 namespace zeus::optimize {
 
 GaussianArm fit_gaussian_arm(double prior_mean, double prior_precision,
@@ -44,7 +46,7 @@ double draw_gaussian_arm(const GaussianArm& arm, double spread, std::mt19937_64&
   if (arm.param_precision > 0 && spread > 0) {
     sd *= spread;
   }
-  return std::normal_distribution<double>(arm.param_mean, sd)(rng);
+  return normal(rng, arm.param_mean, sd);
 }
 
 }  // namespace zeus::optimize

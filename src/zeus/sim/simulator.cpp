@@ -11,6 +11,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/power.h"
+#include "zeus/common/random.h"
 #include "zeus/optimize/batch_size_optimizer.h"
 #include "zeus/optimize/cost.h"
 #include "zeus/optimize/power_limit_profiler.h"
@@ -256,8 +257,7 @@ SimulationResult simulate(const WorkloadModel& model, const SimulationOptions& o
         continue;
       }
       const auto& runs = model.runs(bs);
-      std::uniform_int_distribution<size_t> pick(0, runs.size() - 1);
-      const std::optional<int64_t> target_epoch = runs[pick(run_rng)];
+      const std::optional<int64_t> target_epoch = runs[uniform_index(run_rng, runs.size())];
       t.reached = target_epoch && std::max<int64_t>(*target_epoch, 1) <= allowed;
       t.epochs = t.reached ? std::max<int64_t>(*target_epoch, 1) : allowed;
       for (int64_t i = 0; i < t.epochs; ++i) {
