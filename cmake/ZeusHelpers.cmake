@@ -26,6 +26,17 @@ function(zeus_setup_toolchain)
 endfunction()
 
 # Warnings are errors for the project's own targets only (not for third-party headers).
+# The fake NVML (tests/fakes/fake_nvml.cpp) as TARGET, a libnvidia-ml.so.1 in DIR: the test
+# suites' (tests/) and, built by the wheel's toolchain, the wheels' tests' (tests/wheels).
+function(zeus_add_fake_nvml target dir)
+  add_library(${target} SHARED ${PROJECT_SOURCE_DIR}/tests/fakes/fake_nvml.cpp)
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME nvidia-ml PREFIX lib SUFFIX .so.1 LIBRARY_OUTPUT_DIRECTORY ${dir})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PRIVATE nlohmann_json::nlohmann_json)
+  zeus_target_warnings(${target})
+endfunction()
+
 function(zeus_target_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
   if(ZEUS_WERROR)

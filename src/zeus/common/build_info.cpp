@@ -11,26 +11,6 @@
 
 namespace zeus {
 
-namespace {
-
-// What the source build needs for each feature (Debian's -dev packages), for the message of a
-// source build that left one out.
-struct FeatureSource {
-  std::string_view name;
-  std::string_view debian_packages;
-};
-
-constexpr FeatureSource kSources[] = {
-    {"http-client", "libcurl4-openssl-dev"},
-    {"tokens", "libssl-dev"},
-    {"zeusd", "libmicrohttpd-dev, libssl-dev, libtomlplusplus-dev"},
-    {"bso-server", "libsqlite3-dev, libpq-dev"},
-    {"postgresql", "libpq-dev"},
-    {"kubelet", "libgrpc++-dev, protobuf-compiler, protobuf-compiler-grpc"},
-};
-
-}  // namespace
-
 std::string_view version() {
   return ZEUS_VERSION_STRING;
 }
@@ -53,14 +33,12 @@ std::string_view build_kind() {
 
 const std::vector<Feature>& features() {
   static const std::vector<Feature> kFeatures = {
-      {"http-client", "zeusd client, etcd rendezvous, Pushgateway, batch-size service client",
-       ZEUS_FEATURE_HTTP_CLIENT != 0},
-      {"tokens", "signed rendezvous and zeusd tokens (OpenSSL)", ZEUS_FEATURE_TOKENS != 0},
-      {"zeusd", "the node daemon and `zeus monitor --serve`", ZEUS_FEATURE_ZEUSD != 0},
-      {"bso-server", "`zeus bso-server` on SQLite", ZEUS_FEATURE_BSO_SERVER != 0},
-      {"postgresql", "`zeus bso-server --database-url postgresql://`",
-       ZEUS_FEATURE_POSTGRESQL != 0},
-      {"kubelet", "pod labels from the kubelet's pod-resources API (gRPC)",
+      {"http-client", "libcurl4-openssl-dev", ZEUS_FEATURE_HTTP_CLIENT != 0},
+      {"tokens", "libssl-dev", ZEUS_FEATURE_TOKENS != 0},
+      {"zeusd", "libmicrohttpd-dev, libssl-dev, libtomlplusplus-dev", ZEUS_FEATURE_ZEUSD != 0},
+      {"bso-server", "libsqlite3-dev", ZEUS_FEATURE_BSO_SERVER != 0},
+      {"postgresql", "libpq-dev", ZEUS_FEATURE_POSTGRESQL != 0},
+      {"kubelet", "libgrpc++-dev, protobuf-compiler, protobuf-compiler-grpc",
        ZEUS_FEATURE_KUBELET != 0},
   };
   return kFeatures;
@@ -90,12 +68,13 @@ std::string left_out_message(std::string_view feature, std::string_view what) {
         "the container image (deploy/Dockerfile) have it",
         what, feature);
   }
-  const auto* it = std::find_if(std::begin(kSources), std::end(kSources),
-                                [&](const FeatureSource& s) { return s.name == feature; });
+  const auto& all = features();
+  const auto it =
+      std::find_if(all.begin(), all.end(), [&](const Feature& f) { return f.name == feature; });
   return fmt::format(
       "{}: this build of zeus-cpp was configured without '{}'; install {} "
       "(scripts/install-deps.sh) and rebuild",
-      what, feature, it == std::end(kSources) ? "its -dev packages" : it->debian_packages);
+      what, feature, it == all.end() ? "its -dev packages" : it->debian_packages);
 }
 
 }  // namespace zeus

@@ -11,8 +11,8 @@
 namespace zeus {
 
 struct Feature {
-  std::string_view name;     // as `zeus --version` lists it: "kubelet", "postgresql", ...
-  std::string_view purpose;  // what it is for, for the version text
+  std::string_view name;             // as `zeus --version` lists it: "kubelet", "postgresql", ...
+  std::string_view debian_packages;  // what a source build needs for it
   bool present = false;
 };
 

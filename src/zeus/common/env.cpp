@@ -77,6 +77,8 @@ std::span<const EnvVar> all_env_vars() {
                                    kEnvTorchelasticRestartCount,
                                    kEnvTorchelasticUseAgentStore,
                                    kEnvPath,
+                                   kEnvSslCertFile,
+                                   kEnvSslCertDir,
                                    kEnvGlibcTunables};
   return kAll;
 }

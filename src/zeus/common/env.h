@@ -200,6 +200,10 @@ inline constexpr EnvVar kEnvTorchelasticUseAgentStore{
 inline constexpr EnvVar kEnvPath{
     "PATH", "/usr/local/bin:/usr/bin:/bin",
     "Where `zeus run` and `zeus tune` look up a program without a '/'"};
+inline constexpr EnvVar kEnvSslCertFile{
+    "SSL_CERT_FILE", "", "OpenSSL: the CA bundle for https:// (the pip wheel's libcurl reads it)"};
+inline constexpr EnvVar kEnvSslCertDir{
+    "SSL_CERT_DIR", "", "OpenSSL: a directory of CA certificates for https://, as SSL_CERT_FILE"};
 inline constexpr EnvVar kEnvGlibcTunables{
     "GLIBC_TUNABLES", "", "When set, glibc's malloc is the user's to tune, not the loader's"};
 

@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 #include "zeus/common/build_info.h"
+#include "zeus/common/env.h"
 #include "zeus/common/errors.h"
 
 namespace zeus::http_client {
@@ -58,8 +58,7 @@ std::string where_of(const ClientOptions& o, const Request& r) {
 // there is. nullptr in a source build (the system libcurl knows its own) and where none is found.
 const char* wheel_ca_bundle() {
   static const std::string bundle = []() -> std::string {
-    if (!is_wheel_build() || std::getenv("SSL_CERT_FILE") != nullptr ||
-        std::getenv("SSL_CERT_DIR") != nullptr) {
+    if (!is_wheel_build() || get_env_set(kEnvSslCertFile) || get_env_set(kEnvSslCertDir)) {
       return "";
     }
     constexpr std::array kBundles = {

@@ -7,7 +7,7 @@
 namespace zeus::bso {
 
 std::unique_ptr<Store> open_postgres_store(const std::string&, const StoreOptions&) {
-  throw ConfigError(left_out_message("postgresql", "--database-url postgresql://"));
+  throw ConfigError(left_out_message("postgresql", "--database postgresql://"));
 }
 
 }  // namespace zeus::bso
