@@ -70,3 +70,26 @@ def test_energy_counters_of_the_fake_nvml(fake_nvml, tmp_path: Path) -> None:
     assert r["every"]["0"] / r["time"] == pytest.approx(150, rel=0.2)
     assert r["every"]["1"] / r["time"] == pytest.approx(160, rel=0.2)
     assert fake_nvml.sets() == []  # a monitor never changes a limit
+
+
+WITHOUT_TORCH = """
+import json, sys, time
+sys.modules["torch"] = None  # as where torch is not installed: importing it raises
+from zeus_cpp.monitor import ZeusMonitor
+m = ZeusMonitor(gpu_indices=[0])
+m.begin_window("w")
+time.sleep(0.2)
+r = m.end_window("w")
+print(json.dumps({"time": r.time, "gpu0": r.gpu_energy[0]}))
+"""
+
+
+def test_a_window_in_a_process_without_torch(fake_nvml, tmp_path: Path) -> None:
+    """The pip wheel's users monitor processes that have no torch (the wheels' bare-root test):
+    no torch imported means no CUDA work queued by it, so there is nothing to synchronize."""
+    script = tmp_path / "without_torch.py"
+    script.write_text(WITHOUT_TORCH)
+    proc = run([python(), script])
+    assert proc.returncode == 0, explain(proc)
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["time"] >= 0.15 and r["gpu0"] > 0

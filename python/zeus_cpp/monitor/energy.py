@@ -6,6 +6,7 @@ nest and overlap. It only measures: no limit is ever changed."""
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,9 +169,11 @@ class ZeusMonitor:
 
 def sync_gpus(gpu_indices: list[int]) -> None:
     """Waits for the work queued on these CUDA devices (none where CUDA was never initialized:
-    nothing is queued, and initializing it here would cost a context)."""
-    import torch
-
+    nothing is queued, and initializing it here would cost a context). Where the process never
+    imported torch, torch queued nothing: no import here (seconds, or none installed at all)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         count = torch.cuda.device_count()
         for g in gpu_indices:
