@@ -35,7 +35,7 @@ wheels: deps
 	tests/wheels/run.sh
 
 # CI's share of it: the x86_64 wheels of the two roots' Pythons (3.9, 3.11) and their checks in
-# the bare bullseye and bookworm roots (bookworm's reuses scripts/install-torch.sh's wheel files).
+# the bare bullseye and bookworm roots (bookworm's reuses the torch scripts/install-torch.sh installed).
 test-wheels: deps
 	scripts/wheels/build-wheels.sh --arch x86_64 --python "3.9 3.11"
 	tests/wheels/run.sh --checks "bullseye bookworm"
@@ -62,7 +62,8 @@ test-python:
 # installed into .venv-torch by scripts/install-torch.sh (pinned), or the torch of an existing
 # environment: `make test-cuda TORCH_PYTHON=/opt/torch/.venv/bin/python3`. The rest (daemon,
 # service, etcd, metrics, launcher, ...) does not link libtorch and ran once in `make test`.
-# Without a GPU the tests that need one skip, saying why.
+# The torch_suites target builds what those need, not the core-only test programs. Without a
+# GPU the tests that need one skip, saying why.
 TORCH_PYTHON ?=
 torch-wheel:
 	scripts/install-torch.sh $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON))
@@ -72,7 +73,7 @@ torch-wheel:
 TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
 test-cuda: deps torch-wheel
 	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
-	cmake --build --preset cuda
+	cmake --build --preset cuda --target torch_suites
 	ctest --preset cuda -L torch
 	ctest --preset cuda -R '^(BsoLoader|ZeusdJob)\.'
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda

@@ -61,6 +61,8 @@ function(zeus_add_test)
   set(label core)
   if(T_TORCH)
     set(label torch)
+  else()
+    set_property(GLOBAL APPEND PROPERTY ZEUS_CORE_TESTS ${T_NAME})
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   zeus_target_warnings(${T_NAME})
@@ -85,4 +87,34 @@ function(zeus_add_test)
     DISCOVERY_TIMEOUT 60 ${discover_filter}
     PROPERTIES ENVIRONMENT "ZEUS_TEST_BINARY_DIR=${PROJECT_BINARY_DIR};${T_ENV}" TIMEOUT ${T_TIMEOUT}
     RUN_SERIAL ${T_SERIAL} LABELS ${label})
+endfunction()
+
+# zeus_add_torch_suites_target(NAME name KEEP test...): a target that builds what the default
+# build makes, less the test programs whose cases are all labelled core (zeus_add_test without
+# TORCH), except those KEEP names (core programs that also hold libtorch cases). What a second
+# libtorch needs (make test-cuda: ctest -L torch, the loader cases, the Python suite): the
+# libraries, zeus, zeusd, the examples, the fakes and the test helpers, which the core programs
+# left out do not build for anything else.
+function(zeus_add_torch_suites_target)
+  cmake_parse_arguments(A "" "NAME" "KEEP" ${ARGN})
+  get_property(core GLOBAL PROPERTY ZEUS_CORE_TESTS)
+  list(REMOVE_ITEM core ${A_KEEP})
+  set(targets "")
+  set(dirs ${PROJECT_SOURCE_DIR})
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(sub DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${sub})
+    get_property(here DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS here)
+      get_target_property(type ${t} TYPE)
+      get_target_property(excluded ${t} EXCLUDE_FROM_ALL)
+      if(type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|STATIC_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$"
+         AND NOT excluded AND NOT t IN_LIST core)
+        list(APPEND targets ${t})
+      endif()
+    endforeach()
+  endwhile()
+  add_custom_target(${A_NAME})
+  add_dependencies(${A_NAME} ${targets})
 endfunction()

@@ -18,7 +18,6 @@ cd "$(dirname "$0")/.."
 
 readonly kTorchPin="2.15.0"
 readonly kNvmlDevPin="13.2.86"
-readonly kWheelhouse="build/torch-wheelhouse"
 readonly kMinTorch="2.11"
 readonly kVenv=".venv-torch"
 # The GPU machine's image (../shared/docs/spec-gpu.md): torch 2.11.0+cu130 (PyPI's 2.11.0 is the
@@ -143,12 +142,8 @@ echo "install-torch: making $kVenv with $base ($("$base" --version 2>&1)), torch
 rm -rf "$kVenv"
 "$base" -m venv "$kVenv"
 start=$(date +%s)
-# Through a directory of the wheel files, which the wheels' test reuses for its bookworm root
-# (tests/wheels/run.sh: the same files, no second download).
-"$kVenv/bin/python" -m pip download -q --disable-pip-version-check -d "$kWheelhouse" \
+"$kVenv/bin/python" -m pip install -q --disable-pip-version-check \
   "torch==$kTorchPin" "nvidia-nvml-dev==$kNvmlDevPin"
-"$kVenv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
-  --find-links "$kWheelhouse" "torch==$kTorchPin" "nvidia-nvml-dev==$kNvmlDevPin"
 echo "install-torch: torch $(torch_version "$kVenv/bin/python") in $(($(date +%s) - start)) s," \
   "$(du -sh "$kVenv" | cut -f1)"
 echo "$PWD/$kVenv/bin/python"

@@ -7,8 +7,8 @@
 #     zeus simulate (the README's row of the paper's numbers), zeusd serve with upstream Zeus
 #     0.16's ZeusdClient on the fake NVML, zeus_cpp.monitor.ZeusMonitor on the fake NVML;
 #   bookworm (Python 3.11): the README's Python example under `zeus run --nproc-per-node 2` on
-#     simulated GPUs, with PyTorch's wheels from build/torch-wheelhouse (scripts/install-torch.sh
-#     fills it; the same files, no second download);
+#     simulated GPUs, with PyTorch's wheel as scripts/install-torch.sh installed it in .venv-torch
+#     (Python 3.11), mounted read-only and put on the root venv's path (no second download);
 #   arm64 (bookworm's arm64 root, no binfmt needed): the aarch64 wheel's zeus --version, zeus
 #     simulate, zeus monitor and `import zeus_cpp`, run by qemu-aarch64-static -L ROOT.
 #
@@ -109,10 +109,16 @@ for check in $checks; do
     bookworm)
       [[ -f $fake ]] || { echo "wheels-test: $fake is missing: build the x86_64 wheels" >&2; exit 1; }
       dir=$(prepare bookworm amd64 cp311)
-      # PyTorch's wheels, as scripts/install-torch.sh left them (a no-op when they are there).
-      "$root_dir/.venv-wheels/bin/pip" download -q --disable-pip-version-check \
-        -d build/torch-wheelhouse torch==2.15.0
-      mount --bind build/torch-wheelhouse "$dir/opt/zeus-test/torch"
+      # PyTorch's wheel as scripts/install-torch.sh installed it (torch 2.15.0 for Python 3.11,
+      # bookworm's), seen read-only in the root's venv: no second download, and no second 5 GB
+      # install, which a CI machine's disk does not hold beside the rest.
+      site=$(ls -d "$root_dir"/.venv-torch/lib/python3.11/site-packages 2>/dev/null || true)
+      [[ -n $site && -d $site/torch ]] || {
+        echo "wheels-test: the bookworm check needs .venv-torch with torch for Python 3.11" \
+          "(bookworm's): run scripts/install-torch.sh" >&2
+        exit 1
+      }
+      mount --bind "$site" "$dir/opt/zeus-test/torch"
       mounted+=("$dir/opt/zeus-test/torch")
       mount -o remount,ro,bind "$dir/opt/zeus-test/torch"
       enter "$dir"
