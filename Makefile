@@ -35,7 +35,8 @@ wheels: deps
 	tests/wheels/run.sh
 
 # CI's share of it: the x86_64 wheels of the two roots' Pythons (3.9, 3.11) and their checks in
-# the bare bullseye and bookworm roots (bookworm's reuses the torch scripts/install-torch.sh installed).
+# the bare bullseye and bookworm roots (bookworm's sees the torch scripts/install-torch.sh
+# installed in .venv-torch).
 test-wheels: deps
 	scripts/wheels/build-wheels.sh --arch x86_64 --python "3.9 3.11"
 	tests/wheels/run.sh --checks "bullseye bookworm"

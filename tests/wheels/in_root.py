@@ -5,9 +5,9 @@ root, with the root's own python3 (3.9 on bullseye: this file keeps to 3.9).
   python3 in_root.py --mode basic|train --version V --arch x86_64 [--expect-row ROW]
 
 What run.sh puts in /opt/zeus-test: wheels/ (the zeus-cpp wheels), zeus016/ (upstream Zeus 0.16
-and its client's dependencies, for --mode basic), torch/ (.venv-torch's site-packages, read-only, for --mode train),
-fake/libnvidia-ml.so.1 (the fake NVML, by the wheel's toolchain), upstream_client.py and
-readme_train.py. Every check says what it ran and what it saw; the first failure ends the run.
+and its client's dependencies, for --mode basic), torch/ (.venv-torch's site-packages, read-only,
+for --mode train), fake/libnvidia-ml.so.1 (the fake NVML, by the wheel's toolchain),
+upstream_client.py and readme_train.py. Every check says what it ran and what it saw; the first failure ends the run.
 """
 
 from __future__ import annotations
@@ -180,7 +180,8 @@ def check_monitor_window() -> None:
 def check_train(version: str) -> None:
     # torch/ is .venv-torch's site-packages (PyTorch's PyPI wheel, installed once on the host),
     # mounted read-only: a .pth file puts it on the venv's path, after the venv's own packages.
-    site = Path(run([PY, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip())
+    purelib = run([PY, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout
+    site = Path(purelib.strip())
     (site / "zeus-test-torch.pth").write_text(f"{T / 'torch'}\n")
     torch_version = run([PY, "-c", "import torch; print(torch.__version__)"], timeout=300).stdout
     say(f"torch {torch_version.strip()} from PyTorch's wheel, beside zeus-cpp in the venv")

@@ -112,8 +112,8 @@ for check in $checks; do
       # PyTorch's wheel as scripts/install-torch.sh installed it (torch 2.15.0 for Python 3.11,
       # bookworm's), seen read-only in the root's venv: no second download, and no second 5 GB
       # install, which a CI machine's disk does not hold beside the rest.
-      site=$(ls -d "$root_dir"/.venv-torch/lib/python3.11/site-packages 2>/dev/null || true)
-      [[ -n $site && -d $site/torch ]] || {
+      site=$root_dir/.venv-torch/lib/python3.11/site-packages
+      [[ -d $site/torch ]] || {
         echo "wheels-test: the bookworm check needs .venv-torch with torch for Python 3.11" \
           "(bookworm's): run scripts/install-torch.sh" >&2
         exit 1
