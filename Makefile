@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: wheels test-wheels deps configure build test test-python test-faults test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
+.PHONY: build-cuda build-plain build-wheels-ci wheels test-wheels deps configure build test test-python test-faults test-faults-nvidia test-faults-amd test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -24,8 +24,10 @@ test: build
 	scripts/install-amdsmi-abis.sh
 	ctest --preset $(PRESET)
 	scripts/install-python.sh
-	$(MAKE) --no-print-directory test-faults
-	$(MAKE) --no-print-directory test-python
+	@echo "make test: the two fault campaigns and the Python suite, side by side (each mostly waits"
+	@echo "on its jobs); each one's output is printed whole when it ends"
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-faults-nvidia test-faults-amd \
+	  test-python
 
 # The pip wheels (docs/packaging.md): manylinux_2_28 for x86_64 and aarch64, one per CPython
 # 3.9-3.13, in build/wheels/dist, each checked by auditwheel; then every check of tests/wheels/run.sh
@@ -37,9 +39,10 @@ wheels: deps
 # CI's share of it: the x86_64 wheels of the two roots' Pythons (3.9, 3.11) and their checks in
 # the bare bullseye and bookworm roots (bookworm's sees the torch scripts/install-torch.sh
 # installed in .venv-torch).
-test-wheels: deps
-	scripts/wheels/build-wheels.sh --arch x86_64 --python "3.9 3.11"
+test-wheels: build-wheels-ci
 	tests/wheels/run.sh --checks "bullseye bookworm"
+build-wheels-ci: deps
+	scripts/wheels/build-wheels.sh --arch x86_64 --python "3.9 3.11"
 
 # The fault campaign (bench/faults/campaign.py): 30 seeded faults against short jobs, as root and
 # through zeusd (its Python job needs .venv-py: scripts/install-python.sh); it fails on any limit
@@ -47,8 +50,10 @@ test-wheels: deps
 FAULTS ?= 30
 FAULT_SEED ?= 2026
 AMD_FAULTS ?= 10
-test-faults:
+test-faults: test-faults-nvidia test-faults-amd
+test-faults-nvidia:
 	python3 bench/faults/campaign.py --build $(BUILD_DIR) --faults $(FAULTS) --seed $(FAULT_SEED)
+test-faults-amd:
 	python3 bench/faults/campaign.py --build $(BUILD_DIR) --faults $(AMD_FAULTS) \
 	  --seed $(FAULT_SEED) --vendor amd
 
@@ -72,15 +77,18 @@ torch-wheel:
 # The Python suite runs too, with the same wheel as make test's, under this PyTorch (2.x), with
 # the training frameworks (transformers, Lightning; pinned) its callback tests drive.
 TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
-test-cuda: deps torch-wheel
-	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
-	cmake --build --preset cuda --target torch_suites
+test-cuda: build-cuda
 	ctest --preset cuda -L torch
 	ctest --preset cuda -R '^(BsoLoader|ZeusdJob)\.'
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
 	scripts/install-frameworks.sh --python $(TORCH_PY) --target build/python-frameworks
 	PYTHONPATH=$(CURDIR)/build/python-cuda:$(CURDIR)/build/python-frameworks ZEUS_BUILD_DIR=build/cuda \
 	  $(TORCH_PY) -m pytest $(PYTEST_FLAGS) python/tests
+
+# The build-* targets are each test target's build alone (.ci/run makes them in the background).
+build-cuda: deps torch-wheel
+	cmake --preset cuda $(if $(TORCH_PYTHON),-DZEUS_TORCH_PYTHON=$(TORCH_PYTHON))
+	cmake --build --preset cuda --target torch_suites
 
 # The GPU check (scripts/gpu-check.sh, docs/gpu.md) on this machine: its unit tests, then the
 # check itself in --cpu-only mode three times against the GPU machine's torch (.venv-gpu-check):
@@ -100,10 +108,7 @@ test-gpu-check: deps
 # make test compiles and runs them, and the consumer step builds the example from the package.
 PLAIN_DIR := build/plain
 PREFIX_DIR := build/prefix
-test-install: deps
-	cmake -S . -B $(PLAIN_DIR) -DCMAKE_BUILD_TYPE=Release -DZEUS_BUILD_TESTS=OFF \
-	  -DZEUS_BUILD_EXAMPLES=OFF
-	cmake --build $(PLAIN_DIR) --parallel $(or $(CMAKE_BUILD_PARALLEL_LEVEL),2)
+test-install: build-plain
 	rm -rf $(PREFIX_DIR)-first $(PREFIX_DIR) build/consumer
 	cmake --install $(PLAIN_DIR) --prefix $(PREFIX_DIR)-first
 	mv $(PREFIX_DIR)-first $(PREFIX_DIR)
@@ -113,6 +118,11 @@ test-install: deps
 	build/consumer/fashion_mnist --help > /dev/null
 	$(PREFIX_DIR)/bin/zeus simulate --gpu v100 --workload cifar100 --seeds 1 > /dev/null
 	@echo "test-install: the installed package builds a consumer and runs from $(PREFIX_DIR)"
+
+build-plain: deps
+	cmake -S . -B $(PLAIN_DIR) -DCMAKE_BUILD_TYPE=Release -DZEUS_BUILD_TESTS=OFF \
+	  -DZEUS_BUILD_EXAMPLES=OFF
+	cmake --build $(PLAIN_DIR) --parallel $(or $(CMAKE_BUILD_PARALLEL_LEVEL),2)
 
 # Sets up and runs the main job: 2-process data-parallel Fashion-MNIST on simulated V100s that
 # profiles the power limits, trains to 0.88 test accuracy, prints the summary, and writes

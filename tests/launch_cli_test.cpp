@@ -15,9 +15,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-test::ProcessResult zeus(std::vector<std::string> args) {
-  args.insert(args.begin(), ZEUS_CLI_PATH);
-  return test::run_process(args);
+test::ProcessResult zeus(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{ZEUS_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return test::run_process(argv);
 }
 
 TEST(ZeusRunCommandLine, DoubleDashSeparatesTheProgram) {

@@ -30,17 +30,17 @@ struct Job {
 };
 
 Job start_job(const fs::path& log, const std::vector<std::string>& extra) {
-  std::string cmd = std::string(ZEUS_CLI_PATH) +
-                    " run --nproc-per-node 2 --standalone --grace-period 3s " +
-                    ZEUS_LOADER_WORKER_PATH +
-                    " --samples 800 --batch-size 4 --max-epochs 2 --metrics 0.1,0.9 --step-ms 15";
+  std::string cmd = fmt::format(
+      "{} run --nproc-per-node 2 --standalone --grace-period 3s {} --samples 800 --batch-size 4 "
+      "--max-epochs 2 --metrics 0.1,0.9 --step-ms 15",
+      ZEUS_CLI_PATH, ZEUS_LOADER_WORKER_PATH);
   for (const auto& a : extra) {
     cmd += " " + a;
   }
   Job job;
   job.mark = test::new_mark();
   job.launcher = std::make_unique<test::Child>(
-      std::vector<std::string>{"/bin/sh", "-c", "exec " + cmd + " 2>&1"},
+      std::vector<std::string>{"/bin/sh", "-c", fmt::format("exec {} 2>&1", cmd)},
       std::map<std::string, std::string>{{"ZEUS_DEVICE", "nvml"},
                                          {"ZEUS_LOG_DIR", log.string()},
                                          {"ZEUS_TARGET_METRIC", "0.5"},

@@ -3,6 +3,7 @@
 // profiler should find on the simulated V100s.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,7 +36,7 @@ inline Job run_job(const std::map<std::string, std::string>& env,
                    const std::vector<std::string>& args,
                    const std::vector<std::string>& launcher = {"--nproc-per-node", "2",
                                                                "--standalone"}) {
-  std::string cmd = std::string(ZEUS_CLI_PATH) + " run";
+  std::string cmd = fmt::format("{} run", ZEUS_CLI_PATH);
   for (const auto& a : launcher)
     cmd += " " + a;
   for (const auto& a : kWorker)

@@ -103,6 +103,9 @@ def configure_argv(c: Context) -> List[str]:
     argv = ["cmake", "-S", str(c.root), "-B", str(c.tree), "-G", "Ninja",
             "-DCMAKE_BUILD_TYPE=RelWithDebInfo", f"-DZEUS_TORCH_PYTHON={c.python}",
             "-DZEUS_BUILD_BENCH=OFF", f"-DZEUS_USE_CCACHE={'ON' if c.cpu_only else 'OFF'}",
+            # The common headers precompiled, as in the cuda preset (a PCH another compiler
+            # cannot use is a warning here, and the header is read instead).
+            "-DZEUS_PCH=ON",
             # Warnings stay warnings: the GPU machine's compiler is not this one, and a new
             # warning must not cost the one run. CMake 4 refuses the old policy versions of
             # Debian's CMake configs unless told a minimum.
