@@ -22,8 +22,12 @@ test: build
 	scripts/install-bso-upstream.sh
 	scripts/install-k8s-validate.sh
 	scripts/install-amdsmi-abis.sh
-	ctest --preset $(PRESET)
-	scripts/install-python.sh
+	@echo "make test: ctest, and beside it (nice 19) the Python package's build: the suites mostly"
+	@echo "wait on their jobs and servers, the build takes the idle CPU (its log: build/install-python.log)"
+	@mkdir -p build; nice -n 19 scripts/install-python.sh >build/install-python.log 2>&1 & py=$$!; \
+	  ctest --preset $(PRESET); rc=$$?; wait $$py; py_rc=$$?; \
+	  echo "make test: scripts/install-python.sh (exit $$py_rc):"; cat build/install-python.log; \
+	  [ $$rc -eq 0 ] && [ $$py_rc -eq 0 ]
 	@echo "make test: the two fault campaigns and the Python suite, side by side (each mostly waits"
 	@echo "on its jobs); each one's output is printed whole when it ends"
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-faults-nvidia test-faults-amd \
