@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spdlog/sinks/sink.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -191,6 +193,50 @@ TEST(AtomicFile, FailureKeepsOldContentAndNamesPath) {
       IoError);
   EXPECT_EQ(read_file(path), "old");
   EXPECT_TRUE(std::filesystem::is_directory(blocked / "inner"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_FALSE(e.path().filename().string().starts_with(".blocked.tmp."))
+        << e.path() << ": the failed write's temporary was left";
+  }
+}
+
+// A writer SIGKILLed before its rename leaves `.NAME.tmp.XXXXXX`, locked while it lived: the next
+// write of NAME removes it once its writer is gone, and no other file (a living writer's, another
+// target's, a name not of that form).
+TEST(AtomicFile, TheNextWriteRemovesTemporariesWhoseWritersAreGone) {
+  test::TempDir dir;
+  const auto path = dir / "result.json";
+  for (const char* name : {".result.json.tmp.dead01", ".other.json.tmp.dead02",
+                           ".result.json.tmp.toolong", ".result.json.tmp.live01"}) {
+    std::ofstream(dir / name) << "half";
+  }
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const std::string live = (dir / ".result.json.tmp.live01").string();
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    const int fd = ::open(live.c_str(), O_RDWR);
+    const bool locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    (void)!::write(ready[1], locked ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(answer, 'y');
+  write_file_atomic(path, "whole");
+  EXPECT_EQ(read_file(path), "whole");
+  EXPECT_FALSE(std::filesystem::exists(dir / ".result.json.tmp.dead01"));
+  EXPECT_TRUE(std::filesystem::exists(live)) << "a living writer's temporary was removed";
+  EXPECT_TRUE(std::filesystem::exists(dir / ".other.json.tmp.dead02"));
+  EXPECT_TRUE(std::filesystem::exists(dir / ".result.json.tmp.toolong"));
+  ::kill(writer, SIGKILL);
+  ASSERT_EQ(::waitpid(writer, nullptr, 0), writer);
+  write_file_atomic(path, "again");
+  EXPECT_FALSE(std::filesystem::exists(live)) << "a killed writer's temporary was kept";
+  EXPECT_EQ(read_file(path), "again");
 }
 
 // write() may write less than asked, or nothing, when a signal arrives: a timer interrupts

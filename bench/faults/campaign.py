@@ -18,7 +18,7 @@ After each: every GPU back at 280 W within a deadline, or the journal left for t
 (which must then restore it); no process of the run left; no half-written file in the log
 directory; and the next job runs clean. The last line is
 
-    N faults, L limits left lowered, P processes left, C corrupt files
+    N faults, L limits left lowered, P processes left, C corrupt files, T temporaries removed ...
 
 and the exit status is 0 only when L, P and C are 0 and every next job ran clean. Each failure
 is printed with the seed and its fault number, so that `--seed S --only K` replays it.
@@ -128,20 +128,29 @@ def python_job(m: Machine, run_dir: Path, mark: str, steps: int) -> Job:
 REPO = HERE.parent.parent
 
 
-def half_written(run_dir: Path) -> list[str]:
-    """Temporaries of write_file_atomic left behind, and JSON results that do not parse."""
+def half_written(run_dir: Path, temporaries: bool = True) -> list[str]:
+    """JSON results that do not parse, and (`temporaries`) temporaries of write_file_atomic left
+    behind. A writer SIGKILLed (or stopped, then killed) between naming its temporary and the
+    rename leaves it: no program can prevent that, so a faulted job is checked for corrupt
+    results only, and the next job in the same place, whose writes of the same files remove the
+    temporaries whose writers are gone, for both."""
     bad = []
     for path in run_dir.rglob("*"):
         if not path.is_file():
             continue
         if ".tmp." in path.name and path.name.startswith("."):
-            bad.append(f"{path} (a temporary left)")
+            if temporaries:
+                bad.append(f"{path} (a temporary left, and the next job did not remove it)")
         elif path.suffix in (".json", ".journal") and path.stat().st_size >= 0:
             try:
                 json.loads(path.read_text())
             except (ValueError, OSError) as e:
                 bad.append(f"{path} ({e})")
     return bad
+
+
+def temporaries_in(run_dir: Path) -> list[Path]:
+    return [p for p in run_dir.rglob(".*.tmp.*") if p.is_file()]
 
 
 def journals(run_dir: Path) -> list[Path]:
@@ -154,6 +163,7 @@ class Outcome:
     left: int = 0
     corrupt: int = 0
     unguarded: int = 0  # lowered at the deadline with neither a journal nor a lease to restore it
+    swept: int = 0  # temporaries the faulted job left that the next job removed
     next_failed: bool = False
     failed: bool = False  # the fault could not be staged (a tmpfs that would not mount, ...)
     struck: bool = True  # False: it hit nothing (its target gone, or not yet there)
@@ -234,7 +244,8 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def settle(m: Machine, job: Job, run_dir: Path, outcome: Outcome) -> None:
+def settle(m: Machine, job: Job, run_dir: Path, outcome: Outcome, faulted: bool = False) -> None:
+    """Waits for the job (and what it left) to end; `faulted`: the job the fault struck."""
     try:
         out, _ = job.proc.communicate(timeout=DEADLINE_S + 30)
     except subprocess.TimeoutExpired:
@@ -252,7 +263,11 @@ def settle(m: Machine, job: Job, run_dir: Path, outcome: Outcome) -> None:
     while time.monotonic() < deadline and (min(m.fake.limits()) < SITE_MW and
                                            not journals(run_dir) and not m.pending_leases()):
         time.sleep(0.1)
-    for bad in half_written(run_dir):
+    if faulted:
+        outcome.swept += len(temporaries_in(run_dir))
+    for bad in half_written(run_dir, temporaries=not faulted):
+        if f"half-written: {bad}" in outcome.notes:
+            continue  # the faulted job's corrupt file, seen again after the next job
         outcome.corrupt += 1
         outcome.notes.append(f"half-written: {bad}")
     job.output = out  # type: ignore[attr-defined]
@@ -299,7 +314,7 @@ def one_fault(m: Machine, index: int, kind: str, rng: random.Random, calib_s: fl
            start_job(m, run_dir, mark, epochs=2, pod=kind == "kill-pod"))
     if kind != "full-fs":
         outcome.struck = strike(m, job, kind, rng, run_dir, calib_s)
-    settle(m, job, run_dir, outcome)
+    settle(m, job, run_dir, outcome, faulted=True)
     if mounted:
         (run_dir / "log" / "filler").unlink(missing_ok=True)
     if min(m.fake.limits()) < SITE_MW and not journals(run_dir) and not m.pending_leases():
@@ -312,8 +327,12 @@ def one_fault(m: Machine, index: int, kind: str, rng: random.Random, calib_s: fl
         m.start_zeusd()
     nxt = (python_job(m, run_dir, f"{mark}-next", 20) if python else
            start_job(m, run_dir, f"{mark}-next", epochs=1))
-    nxt_outcome = Outcome()
+    nxt_outcome = Outcome(notes=list(outcome.notes))
     settle(m, nxt, run_dir, nxt_outcome)
+    outcome.left += nxt_outcome.left
+    outcome.corrupt += nxt_outcome.corrupt
+    outcome.notes = nxt_outcome.notes
+    outcome.swept -= len(temporaries_in(run_dir))  # those left are failures, counted as corrupt
     if nxt.proc.returncode != 0:
         outcome.next_failed = True
         outcome.notes.append(f"the next job exited {nxt.proc.returncode}: "
@@ -325,9 +344,6 @@ def one_fault(m: Machine, index: int, kind: str, rng: random.Random, calib_s: fl
     if lowered:
         outcome.lowered += lowered
         outcome.notes.append(f"after the next job, limits {m.fake.limits()}")
-    outcome.left += nxt_outcome.left
-    outcome.corrupt += nxt_outcome.corrupt
-    outcome.notes += nxt_outcome.notes
     if mounted:
         subprocess.run(["umount", "-l", str(run_dir / "log")], capture_output=True)
     m.fake.reset()  # whatever happened, the next fault starts from the site's limits
@@ -410,7 +426,7 @@ def etcd_fault(nodes: tuple[Machine, Machine], etcd: Etcd, index: int, rng: rand
     outcome.struck = bool(b) and jobs[0].running()
     kill(b, signal.SIGKILL)
     for m, job, d in zip(nodes, jobs, dirs):
-        settle(m, job, d, outcome)
+        settle(m, job, d, outcome, faulted=True)
         if min(m.fake.limits()) < SITE_MW and not journals(d):
             outcome.unguarded += 1
             outcome.notes.append(f"{d.name}: limits {m.fake.limits()} lowered with no journal")
@@ -425,6 +441,7 @@ def etcd_fault(nodes: tuple[Machine, Machine], etcd: Etcd, index: int, rng: rand
         if lowered:
             outcome.lowered += lowered
             outcome.notes.append(f"after the next job of {d.name}, limits {m.fake.limits()}")
+        outcome.swept -= len(temporaries_in(d))  # those left are failures, counted as corrupt
         m.fake.reset()
         shutil.rmtree(d, ignore_errors=True)
     return outcome
@@ -526,6 +543,7 @@ def main() -> int:
                 totals.left += o.left
                 totals.corrupt += o.corrupt
                 totals.unguarded += o.unguarded
+                totals.swept += o.swept
         finally:
             for m in machines.values():
                 m.stop()
@@ -535,7 +553,7 @@ def main() -> int:
     print(f"campaign: {failures} fault(s) failed, {time.monotonic() - start:.0f} s", flush=True)
     print(f"{n} faults ({struck} struck, {n - struck} hit nothing), {totals.lowered} limits "
           f"left lowered, {totals.unguarded} lowered unguarded, {totals.left} processes left, "
-          f"{totals.corrupt} corrupt files")
+          f"{totals.corrupt} corrupt files, {totals.swept} temporaries removed by the next job")
     return 0 if failures == 0 else 1
 
 

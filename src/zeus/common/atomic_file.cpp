@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "zeus/common/directories.h"
@@ -16,39 +19,134 @@
 namespace zeus {
 namespace {
 
-// Closes the descriptor and unlinks the temporary file unless released.
+// A temporary of target NAME is `.NAME.tmp.XXXXXX` beside it, and its writer holds an exclusive
+// flock on it from before it has a name until it has been renamed over NAME. A SIGKILL or a power
+// cut between the two leaves it behind; its lock then can be taken, and the next write of NAME
+// removes it. The open() is O_TMPFILE where the file system has it: the file gets its name only
+// for the rename, so a killed writer leaves nothing behind at all but in that moment.
+constexpr std::string_view kTempInfix = ".tmp.";
+constexpr size_t kTempSuffixChars = 6;
+
+std::string temp_prefix(const std::filesystem::path& target) {
+  return fmt::format(".{}{}", target.filename().string(), kTempInfix);
+}
+
+bool same_file(int fd, const std::string& path) {
+  struct stat by_fd {};
+  struct stat by_name {};
+  return ::fstat(fd, &by_fd) == 0 && ::lstat(path.c_str(), &by_name) == 0 &&
+         by_fd.st_dev == by_name.st_dev && by_fd.st_ino == by_name.st_ino;
+}
+
+// Removes the temporaries of `target` whose writers are gone (their lock is free). Best effort:
+// one it cannot open (another user's, 0600) or lock (NFS without flock) is left as it is.
+void remove_abandoned_temporaries(const std::filesystem::path& dir,
+                                  const std::filesystem::path& target) {
+  const std::string prefix = temp_prefix(target);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + kTempSuffixChars || !name.starts_with(prefix)) {
+      continue;
+    }
+    const std::string path = it->path().string();
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (fd.get() >= 0 && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0 && same_file(fd.get(), path)) {
+      ::unlink(path.c_str());
+    }
+  }
+}
+
+std::string random_suffix() {
+  static constexpr std::string_view kChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ static_cast<uint64_t>(::getpid())
+                                                                << 32};
+  std::string s(kTempSuffixChars, ' ');
+  for (char& c : s) {
+    c = kChars[rng() % kChars.size()];
+  }
+  return s;
+}
+
+// The temporary: locked, and named (mkstemp) or not yet (O_TMPFILE). Unlinked on destruction
+// unless renamed over its target.
 class TempFile {
  public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
-    fd_ = check_posix(::mkstemp(path_.data()), "creating temporary file", path_);
+  TempFile(const std::filesystem::path& dir, const std::filesystem::path& target)
+      : dir_(dir), prefix_((dir / temp_prefix(target)).string()) {
+    // Naming an O_TMPFILE file takes /proc (linkat of /proc/self/fd/N), which a bare chroot
+    // lacks; EOPNOTSUPP/EISDIR/EINVAL: a file system or kernel without O_TMPFILE. Any other
+    // error mkstemp meets again and reports.
+    if (::access("/proc/self/fd", X_OK) == 0) {
+      fd_ = UniqueFd(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+    }
+    if (fd_.get() < 0) {
+      open_named();
+    } else {
+      check_posix(::flock(fd_.get(), LOCK_EX), "locking temporary file in", dir_.string());
+    }
   }
   ~TempFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    if (!committed_) {
+    if (!path_.empty() && !renamed_) {
       ::unlink(path_.c_str());
     }
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
 
-  void write_all(std::string_view data) { zeus::write_all(fd_, data, "writing", path_); }
+  void write_all(std::string_view data) { zeus::write_all(fd_.get(), data, "writing", where()); }
 
   void commit(const std::filesystem::path& target, unsigned mode) {
-    check_posix(::fchmod(fd_, static_cast<mode_t>(mode)), "setting permissions of", path_);
-    check_posix(::fsync(fd_), "fsync of", path_);
-    check_posix(::close(fd_), "closing", path_);
-    fd_ = -1;
+    check_posix(::fchmod(fd_.get(), static_cast<mode_t>(mode)), "setting permissions of", where());
+    check_posix(::fsync(fd_.get()), "fsync of", where());
+    if (path_.empty()) {
+      link_name();
+    }
     check_posix(::rename(path_.c_str(), target.c_str()), "renaming temporary file to",
                 target.string());
-    committed_ = true;
+    renamed_ = true;
+    // The data is on disk (fsync); closing only drops the lock now that no temporary has a name.
+    fd_.reset();
   }
 
  private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
+  std::string where() const { return path_.empty() ? dir_.string() : path_; }
+
+  void open_named() {
+    // A sweeper of another writer may unlink the file between mkstemp and flock: then again.
+    for (int attempt = 0;; ++attempt) {
+      std::string path = prefix_ + std::string(kTempSuffixChars, 'X');
+      UniqueFd fd(check_posix(::mkostemp(path.data(), O_CLOEXEC), "creating temporary file", path));
+      check_posix(::flock(fd.get(), LOCK_EX), "locking temporary file", path);
+      if (same_file(fd.get(), path) || attempt == 3) {
+        fd_ = std::move(fd);
+        path_ = std::move(path);
+        return;
+      }
+    }
+  }
+
+  // Gives the O_TMPFILE file its name, just before the rename.
+  void link_name() {
+    const std::string self = fmt::format("/proc/self/fd/{}", fd_.get());
+    for (int attempt = 0;; ++attempt) {
+      std::string path = prefix_ + random_suffix();
+      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        path_ = std::move(path);
+        return;
+      }
+      if (errno != EEXIST || attempt == 8) {
+        throw_posix_error("naming temporary file", path, errno);
+      }
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::string prefix_;
+  UniqueFd fd_;
+  std::string path_;  // "" while an O_TMPFILE file has no name
+  bool renamed_ = false;
 };
 
 }  // namespace
@@ -56,8 +154,8 @@ class TempFile {
 void write_file_atomic(const std::filesystem::path& path, std::string_view content, unsigned mode) {
   const std::filesystem::path dir = directory_of(path);
   make_directory(dir, fmt::format("directory of '{}'", path.filename().string()));
-  // fmt, not "." + string: GCC 12 at -O3 reports a false -Wrestrict inside operator+ (bug 105329).
-  TempFile tmp((dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string());
+  remove_abandoned_temporaries(dir, path);
+  TempFile tmp(dir, path);
   tmp.write_all(content);
   tmp.commit(path, mode);
   // Persist the rename itself; a failure here leaves the data written, so only report it.

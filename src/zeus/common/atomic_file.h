@@ -12,7 +12,10 @@ namespace zeus {
 // over `path`, fsync the directory. Creates missing parent directories. Throws IoError
 // (PermissionError when denied) naming the path; on failure `path` is untouched and the
 // temporary file is removed. `mode`: the file's permissions (0600 for what only its owner may
-// read).
+// read). A writer killed mid-write (SIGKILL, a power cut) can leave its temporary,
+// `.NAME.tmp.XXXXXX`, only in the moment of the rename where the file system has O_TMPFILE, and
+// all through the write where it has not; the next write of `path` removes every such temporary
+// whose writer is gone (each writer holds a flock on its own).
 void write_file_atomic(const std::filesystem::path& path, std::string_view content,
                        unsigned mode = 0644);
 
