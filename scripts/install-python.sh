@@ -16,9 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-readonly kPybind11Pin="3.1.0"
-readonly kScikitBuildCorePin="1.1.2"
-readonly kPytestPin="9.2.0"
+source scripts/pypi-pins.sh
 
 readonly kBuildPython="/usr/bin/python3"
 readonly kBuildVenv=".venv-py"

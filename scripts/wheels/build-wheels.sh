@@ -13,10 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-readonly kZiglangPin="0.17.0"
-readonly kAuditwheelPin="6.8.2"
-readonly kPatchelfPin="0.19.3.0"
-readonly kPybind11Pin="3.1.0"
+source scripts/pypi-pins.sh
 readonly kVenv=".venv-wheels"
 readonly kSourcePackages="openssl curl libmicrohttpd sqlite3"
 
