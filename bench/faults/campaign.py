@@ -135,10 +135,11 @@ def half_written(run_dir: Path, temporaries: bool = True) -> list[str]:
     results only, and the next job in the same place, whose writes of the same files remove the
     temporaries whose writers are gone, for both."""
     bad = []
+    temps = set(temporaries_in(run_dir))
     for path in run_dir.rglob("*"):
         if not path.is_file():
             continue
-        if ".tmp." in path.name and path.name.startswith("."):
+        if path in temps:
             if temporaries:
                 bad.append(f"{path} (a temporary left, and the next job did not remove it)")
         elif path.suffix in (".json", ".journal") and path.stat().st_size >= 0:

@@ -15,6 +15,7 @@
 #include "zeus/common/errors.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/random.h"
 
 namespace zeus {
 namespace {
@@ -64,12 +65,12 @@ std::string random_suffix() {
                                                                 << 32};
   std::string s(kTempSuffixChars, ' ');
   for (char& c : s) {
-    c = kChars[rng() % kChars.size()];
+    c = kChars[uniform_index(rng, kChars.size())];
   }
   return s;
 }
 
-// The temporary: locked, and named (mkstemp) or not yet (O_TMPFILE). Unlinked on destruction
+// The temporary: locked, and named (mkostemp) or not yet (O_TMPFILE). Unlinked on destruction
 // unless renamed over its target.
 class TempFile {
  public:
@@ -77,7 +78,7 @@ class TempFile {
       : dir_(dir), prefix_((dir / temp_prefix(target)).string()) {
     // Naming an O_TMPFILE file takes /proc (linkat of /proc/self/fd/N), which a bare chroot
     // lacks; EOPNOTSUPP/EISDIR/EINVAL: a file system or kernel without O_TMPFILE. Any other
-    // error mkstemp meets again and reports.
+    // error mkostemp meets again and reports.
     if (::access("/proc/self/fd", X_OK) == 0) {
       fd_ = UniqueFd(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
     }
@@ -114,7 +115,7 @@ class TempFile {
   std::string where() const { return path_.empty() ? dir_.string() : path_; }
 
   void open_named() {
-    // A sweeper of another writer may unlink the file between mkstemp and flock: then again.
+    // A sweeper of another writer may unlink the file between mkostemp and flock: then again.
     for (int attempt = 0;; ++attempt) {
       std::string path = prefix_ + std::string(kTempSuffixChars, 'X');
       UniqueFd fd(check_posix(::mkostemp(path.data(), O_CLOEXEC), "creating temporary file", path));
