@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 ZEUS := $(BUILD_DIR)/apps/zeus/zeus
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 
-.PHONY: build-cuda build-plain build-wheels-ci wheels test-wheels deps configure build test test-python test-faults test-faults-nvidia test-faults-amd test-cuda test-gpu-check test-install torch-wheel demo format format-check bench clean
+.PHONY: build-cuda build-plain build-wheels-ci wheels test-wheels deps configure build test test-python test-faults test-faults-nvidia test-faults-amd test-cuda test-cuda-suites test-cuda-python test-gpu-check test-install torch-wheel demo format format-check bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -80,12 +80,17 @@ torch-wheel:
 
 # The Python suite runs too, with the same wheel as make test's, under this PyTorch (2.x), with
 # the training frameworks (transformers, Lightning; pinned) its callback tests drive.
+# The C++ suites and the Python suite run side by side (the Python suite mostly waits on its
+# jobs); each one's output is printed whole when it ends.
 TORCH_PY = $(or $(TORCH_PYTHON),.venv-torch/bin/python)
 test-cuda: build-cuda
-	ctest --preset cuda -L torch
-	ctest --preset cuda -R '^(BsoLoader|ZeusdJob)\.'
 	scripts/install-python.sh --python $(TORCH_PY) --target build/python-cuda
 	scripts/install-frameworks.sh --python $(TORCH_PY) --target build/python-frameworks
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-cuda-suites test-cuda-python
+test-cuda-suites:
+	ctest --preset cuda -L torch
+	ctest --preset cuda -R '^(BsoLoader|ZeusdJob)\.'
+test-cuda-python:
 	PYTHONPATH=$(CURDIR)/build/python-cuda:$(CURDIR)/build/python-frameworks ZEUS_BUILD_DIR=build/cuda \
 	  $(TORCH_PY) -m pytest $(PYTEST_FLAGS) python/tests
 

@@ -44,6 +44,14 @@ function(zeus_target_warnings target)
   # The project's own targets, for zeus_precompile_headers.
   set_property(GLOBAL APPEND PROPERTY ZEUS_OWN_TARGETS ${target})
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  if(ZEUS_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${ZEUS_UNITY_BATCH})
+    # In a batch no source is the main file, so GCC reports each class that holds a member of a
+    # type from its file's anonymous namespace (subobject-linkage), which is fine in the file.
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+    endif()
+  endif()
   if(ZEUS_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
@@ -211,7 +219,7 @@ endfunction()
 # macros (_GLIBCXX_USE_CXX11_ABI) differ, and they are 17 of about 300 translation units; nor do
 # those without spdlog (the fakes: other macros). A
 # header a file forgets to include is then found anyway: the builds without ZEUS_PCH (a user's
-# plain build, make test-install; the GPU check's) still catch it in what they build.
+# plain build, make test-install; the wheels') still catch it in what they build.
 function(zeus_precompile_headers)
   set(headers <algorithm> <atomic> <chrono> <condition_variable> <cstdint> <filesystem>
       <functional> <map> <memory> <mutex> <optional> <set> <string> <string_view> <thread>

@@ -69,12 +69,14 @@ ensure_venv() {
     "pybind11==$kPybind11Pin" "scikit-build-core==$kScikitBuildCorePin" "pytest==$kPytestPin"
 }
 
-# The wheel, built by the Debian venv's pinned tools without build isolation (no download).
+# The wheel, built by the Debian venv's pinned tools without build isolation (no download), with
+# warnings as errors and unity batches as in the ci preset (`pip install ./python` has neither).
 ensure_venv "$kBuildVenv" "$kBuildPython"
 rm -rf "$kDist"
 "$kBuildVenv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation \
   --no-deps -w "$kDist" --config-settings=build-dir="$PWD/build/python" \
-  --config-settings=cmake.define.ZEUS_WERROR=ON ./python
+  --config-settings=cmake.define.ZEUS_WERROR=ON --config-settings=cmake.define.ZEUS_UNITY=ON \
+  ./python
 wheel=$(ls "$kDist"/zeus_cpp-*.whl)
 
 if [[ -z "$target" ]]; then

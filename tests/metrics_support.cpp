@@ -193,4 +193,9 @@ std::optional<double> series_value(const nlohmann::json& result,
   return std::nullopt;
 }
 
+std::string scrape(const std::string& address, const std::vector<std::string>& headers) {
+  const HttpReply r = http_call("GET", "http://" + address + "/metrics", "", headers);
+  return r.status == 200 ? r.body : "HTTP " + std::to_string(r.status);
+}
+
 }  // namespace zeus::test

@@ -63,6 +63,9 @@ class PushgatewayServer {
 // and its labels as written) followed by a space, or std::nullopt.
 std::optional<double> exposition_value(const std::string& text, const std::string& series);
 
+// GET /metrics at `address` (host:port): the body, or "HTTP <status>" when the status is not 200.
+std::string scrape(const std::string& address, const std::vector<std::string>& headers = {});
+
 // The value of the series of `result` (a query's data.result) whose labels include `labels`.
 std::optional<double> series_value(const nlohmann::json& result,
                                    const std::map<std::string, std::string>& labels);

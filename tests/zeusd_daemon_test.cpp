@@ -33,11 +33,6 @@ FakeNvml strict_nvml() {
   return FakeNvml(four_a40s(), false, {.permissive = false});
 }
 
-std::string set_limit(int gpu, int64_t mw) {
-  return "/gpu/set_power_limit?gpu_ids=" + std::to_string(gpu) +
-         "&block=true&power_limit_mw=" + std::to_string(mw);
-}
-
 bool limit_becomes(const FakeNvml& nvml, int gpu, int64_t mw, seconds deadline = seconds(10)) {
   return eventually([&] { return nvml.limit_mw(gpu) == mw; }, deadline);
 }

@@ -23,10 +23,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-std::string scrape(const std::string& address) {
-  return http_call("GET", "http://" + address + "/metrics", "", {}).body;
-}
-
 nlohmann::json report(const ZeusdProcess& daemon, const std::string& job) {
   const auto r = daemon.call("GET", "/job_energy/report?job_ids=" + job);
   return r.status == 200 ? nlohmann::json::parse(r.body) : nlohmann::json(r.status);

@@ -26,11 +26,6 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string scrape(const std::string& address, const std::vector<std::string>& headers = {}) {
-  const HttpReply r = http_call("GET", "http://" + address + "/metrics", "", headers);
-  return r.status == 200 ? r.body : "HTTP " + std::to_string(r.status);
-}
-
 TEST(ZeusdMetrics, ServesTheNodeAndNamesWhoHoldsALimit) {
   ZEUSD_SKIP_UNLESS_ROOT();
   FakeNvml nvml(four_a40s(), false, {.permissive = false});

@@ -33,10 +33,6 @@ std::vector<FakeGpu> eight_a40s() {
   return gpus;
 }
 
-std::string set_limit(int gpu, int64_t mw) {
-  return fmt::format("/gpu/set_power_limit?gpu_ids={}&block=true&power_limit_mw={}", gpu, mw);
-}
-
 // How long after `since` GPU `gpu` read `mw`; std::nullopt when not within `deadline`.
 std::optional<milliseconds> limit_back_after(const FakeNvml& nvml, int gpu, int64_t mw,
                                              std::chrono::steady_clock::time_point since,
@@ -55,10 +51,6 @@ std::chrono::steady_clock::time_point kill_pod(Child& pod) {
   const auto at = std::chrono::steady_clock::now();
   kill_pid_namespace(pod);
   return at;
-}
-
-nlohmann::json journal(const ZeusdProcess& daemon) {
-  return nlohmann::json::parse(read_file(daemon.state_dir() / "leases.json"));
 }
 
 // The GPU identity finding: the pod holds the node's GPUs 4 and 5 and calls them 0 and 1; its job

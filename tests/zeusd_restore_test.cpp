@@ -21,10 +21,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-std::string set_limit(int gpu, int64_t mw) {
-  return fmt::format("/gpu/set_power_limit?gpu_ids={}&block=true&power_limit_mw={}", gpu, mw);
-}
-
 // The audit's events of `kind` for `gpu`.
 int audited(const ZeusdProcess& daemon, const std::string& kind, int gpu) {
   std::ifstream audit(daemon.state_dir() / "audit.jsonl");
@@ -35,10 +31,6 @@ int audited(const ZeusdProcess& daemon, const std::string& kind, int gpu) {
     n += j.value("event", "") == kind && j.value("gpu", -1) == gpu ? 1 : 0;
   }
   return n;
-}
-
-nlohmann::json journal(const ZeusdProcess& daemon) {
-  return nlohmann::json::parse(read_file(daemon.state_dir() / "leases.json"));
 }
 
 TEST(ZeusdRestore, AFailedRestoreStaysInTheJournalAndIsRetriedUntilItReadsBack) {

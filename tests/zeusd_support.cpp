@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "zeus/common/atomic_file.h"
+
 namespace zeus::test {
 
 namespace fs = std::filesystem;
@@ -228,6 +230,14 @@ ProcessResult run_as(unsigned uid, const std::vector<std::string>& argv,
   full.insert(full.end(), argv.begin(), argv.end());
   Child child(full, env);
   return child.wait();
+}
+
+std::string set_limit(int gpu, int64_t mw) {
+  return fmt::format("/gpu/set_power_limit?gpu_ids={}&block=true&power_limit_mw={}", gpu, mw);
+}
+
+nlohmann::json journal(const ZeusdProcess& daemon) {
+  return nlohmann::json::parse(read_file(daemon.state_dir() / "leases.json"));
 }
 
 }  // namespace zeus::test

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -125,6 +126,12 @@ class PodCgroup {
   std::filesystem::path top_;  // the "kubepods" directory made here
   std::optional<std::string> skip_reason_;
 };
+
+// zeusd's path that sets GPU `gpu`'s limit to `mw` and answers once it is set.
+std::string set_limit(int gpu, int64_t mw);
+
+// `daemon`'s lease journal (leases.json in its state directory), parsed.
+nlohmann::json journal(const ZeusdProcess& daemon);
 
 // Runs `argv` as `uid` to completion.
 ProcessResult run_as(unsigned uid, const std::vector<std::string>& argv,

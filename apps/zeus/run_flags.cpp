@@ -238,8 +238,11 @@ std::vector<EnvFlag> pet_defaults(const CLI::App* cmd, const std::vector<std::st
   // some versions no PET_MASTER_*: where the job came in PET_* variables and names no master,
   // PyTorchJob's are the defaults (torchrun would take 127.0.0.1 and hang).
   const bool from_pet = !out.empty();
-  for (const auto& [flag, variable] :
+  for (const auto& names :
        {std::pair{"--master-addr", "MASTER_ADDR"}, std::pair{"--master-port", "MASTER_PORT"}}) {
+    // Not a structured binding: the lambda below captures it, which clang before 16 refuses.
+    const char* const flag = names.first;
+    const char* const variable = names.second;
     const CLI::Option* opt = cmd->get_option_no_throw(flag);
     const bool set =
         std::find(given.begin(), given.end(), opt) != given.end() ||

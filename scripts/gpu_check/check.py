@@ -106,6 +106,9 @@ def configure_argv(c: Context) -> List[str]:
             # The common headers precompiled, as in the cuda preset (a PCH another compiler
             # cannot use is a warning here, and the header is read instead).
             "-DZEUS_PCH=ON",
+            # Unity batches, as in the cuda preset: about half the compile time of a build from
+            # nothing, which is what this one always is.
+            "-DZEUS_UNITY=ON",
             # Warnings stay warnings: the GPU machine's compiler is not this one, and a new
             # warning must not cost the one run. CMake 4 refuses the old policy versions of
             # Debian's CMake configs unless told a minimum.
@@ -166,6 +169,7 @@ def plan(c: Context) -> List[Step]:
         # The carried packages by their config folders (a CMAKE_PREFIX_PATH would replace the
         # one through which scikit-build-core finds pybind11).
         for define in (f"ZEUS_WERROR=OFF", f"ZEUS_USE_CCACHE={'ON' if c.cpu_only else 'OFF'}",
+                       "ZEUS_UNITY=ON",
                        "ZEUS_WITH_ZEUSD_CLIENT=OFF",
                        "CMAKE_POLICY_VERSION_MINIMUM=3.5", f"fmt_DIR={c.lib}/cmake/fmt",
                        f"spdlog_DIR={c.lib}/cmake/spdlog",

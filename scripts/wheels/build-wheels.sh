@@ -111,7 +111,8 @@ for arch in $archs; do
     rm -f "$w/build/CMakeCache.txt"
   fi
   echo "build-wheels [$arch]: zeus, zeusd and the extension for ${pythons// /, }"
-  cmake -S . -B "$w/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # Unity batches (ZEUS_UNITY, as CI's presets): about half the compile time from nothing.
+  cmake -S . -B "$w/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZEUS_UNITY=ON \
     -DCMAKE_TOOLCHAIN_FILE="$root/cmake/zig-toolchain.cmake" -DZEUS_WHEEL_TOOLS="$tools" \
     -DZEUS_WHEEL_PREFIX="$w/deps" -DZEUS_WHEEL_BUILD=ON -DZEUS_BUILD_TESTS=OFF \
     -DZEUS_BUILD_EXAMPLES=OFF -DZEUS_WITH_TORCH=OFF -DZEUS_WITH_POSTGRESQL=OFF \

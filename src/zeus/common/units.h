@@ -33,6 +33,12 @@ std::string power_log_row(std::chrono::system_clock::time_point t, int64_t power
 // such a row.
 std::optional<std::pair<int64_t, int64_t>> parse_power_log_row(std::string_view line);
 
+// Milliseconds since the Unix epoch (zeusd's and upstream's "timestamp_ms").
+inline int64_t unix_time_ms(
+    std::chrono::system_clock::time_point t = std::chrono::system_clock::now()) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
 // Seconds as a double, for printing and for formulas that need it (cost, energy).
 inline double to_seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();

@@ -16,6 +16,7 @@
 #include "zeus/common/mac.h"
 #include "zeus/common/parse.h"
 #include "zeus/common/posix.h"
+#include "zeus/common/units.h"
 #include "zeus/daemon/query.h"
 #include "zeus/daemon/token.h"
 #include "zeus/process/watch.h"
@@ -30,12 +31,6 @@ using nlohmann::json;
 
 Response error_json(int status, const std::string& message) {
   return Response::json(status, json{{"error", message}}.dump());
-}
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
 }
 
 // Zeus 0.16's status for a device failure: 400 for what the caller asked wrongly or the GPU
@@ -240,7 +235,7 @@ Response Api::route(const Request& request, const Caller& caller) {
       return discover();
     }
     if (path == "/time") {
-      return Response::json(200, json{{"timestamp_ms", now_ms()}}.dump());
+      return Response::json(200, json{{"timestamp_ms", unix_time_ms()}}.dump());
     }
     json who = {{"sub", caller.claims->sub}, {"scopes", caller.claims->scopes}};
     if (caller.claims->exp) {
@@ -540,7 +535,7 @@ Response Api::gpu_read(const Request& request) {
     return outcome.response();
   }
   if (path == "/gpu/get_power") {
-    body = json{{"timestamp_ms", now_ms()}, {"power_mw", body}};
+    body = json{{"timestamp_ms", unix_time_ms()}, {"power_mw", body}};
   }
   return Response::json(200, body.dump());
 }
@@ -606,7 +601,7 @@ Response Api::cpu_read(const Request& request) {
       }
       power[std::to_string(ids[k])] = std::move(e);
     }
-    return Response::json(200, json{{"timestamp_ms", now_ms()}, {"power_mw", power}}.dump());
+    return Response::json(200, json{{"timestamp_ms", unix_time_ms()}, {"power_mw", power}}.dump());
   }
   return Response::text(404, "");
 }

@@ -16,6 +16,7 @@
 
 #include "zeus/common/atomic_file.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/units.h"
 #include "zeus/device/restore_rule.h"
 #include "zeus/process/watch.h"
 
@@ -26,12 +27,6 @@ namespace {
 std::string describe(const Holder& h) {
   return h.pidfd_id != 0 ? fmt::format("uid {} (a process in another PID namespace)", h.uid)
                          : fmt::format("uid {} pid {}", h.uid, h.pid);
-}
-
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -381,7 +376,7 @@ void LeaseKeeper::write_journal() {
 }
 
 void LeaseKeeper::audit(nlohmann::json entry) {
-  entry["time_ms"] = wall_ms();
+  entry["time_ms"] = unix_time_ms();
   const std::string line = entry.dump() + "\n";
   logger().info("zeusd audit: {}", entry.dump());
   // One write(2) per line on an O_APPEND descriptor: lines never interleave. Not fsynced per

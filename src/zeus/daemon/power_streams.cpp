@@ -9,18 +9,9 @@
 #include <optional>
 
 #include "zeus/common/logging.h"
+#include "zeus/common/units.h"
 
 namespace zeus::daemon {
-
-namespace {
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
 
 // Reads one device; returns the event's JSON when it should be published (a change, or the
 // first reading), std::nullopt otherwise. Called by the poller only, for a device with
@@ -178,17 +169,18 @@ PowerStreams::PowerStreams(GpuControl& gpus, device::CpuSet* cpus, PowerStreamOp
   // GPU: publish on change only.
   auto last_gpu =
       std::make_shared<std::vector<std::optional<uint32_t>>>(static_cast<size_t>(gpus.count()));
-  DeviceReader gpu_reader{
-      [&gpus, last_gpu](int id) -> std::optional<std::string> {
-        const uint32_t mw = gpus.power_mw(id);
-        auto& last = (*last_gpu)[static_cast<size_t>(id)];
-        if (last == mw) {
-          return std::nullopt;
-        }
-        last = mw;
-        return nlohmann::json{{"timestamp_ms", now_ms()}, {"gpu_id", id}, {"power_mw", mw}}.dump();
-      },
-      [last_gpu](int id) { (*last_gpu)[static_cast<size_t>(id)].reset(); }};
+  DeviceReader gpu_reader{[&gpus, last_gpu](int id) -> std::optional<std::string> {
+                            const uint32_t mw = gpus.power_mw(id);
+                            auto& last = (*last_gpu)[static_cast<size_t>(id)];
+                            if (last == mw) {
+                              return std::nullopt;
+                            }
+                            last = mw;
+                            return nlohmann::json{
+                                {"timestamp_ms", unix_time_ms()}, {"gpu_id", id}, {"power_mw", mw}}
+                                .dump();
+                          },
+                          [last_gpu](int id) { (*last_gpu)[static_cast<size_t>(id)].reset(); }};
   gpu_hub_ = std::make_unique<Hub>("GPU", std::move(gpu_reader), gpus.count(), options.gpu_poll_hz);
 
   // CPU: power from the energy counters between two ticks; published on change or first value.
@@ -225,7 +217,8 @@ PowerStreams::PowerStreams(GpuControl& gpus, device::CpuSet* cpus, PowerStreamOp
           return std::nullopt;
         }
         s.last_mw = value;
-        nlohmann::json e = {{"timestamp_ms", now_ms()}, {"cpu_id", id}, {"cpu_mw", value.first}};
+        nlohmann::json e = {
+            {"timestamp_ms", unix_time_ms()}, {"cpu_id", id}, {"cpu_mw", value.first}};
         e["dram_mw"] = value.second ? nlohmann::json(*value.second) : nlohmann::json(nullptr);
         return e.dump();
       },

@@ -11,6 +11,8 @@
 
 namespace zeus::bso {
 
+// Apart from sqlite_store.cpp's Row and Connection (the two meet in a unity build).
+namespace postgres {
 namespace {
 
 // Upstream's tables and the version table change only under this lock (an arbitrary constant:
@@ -141,20 +143,21 @@ class Connection final : public SqlSession {
 };
 
 }  // namespace
+}  // namespace postgres
 
 std::unique_ptr<Store> open_postgres_store(const std::string& conninfo,
                                            const StoreOptions& options) {
-  auto first = std::make_unique<Connection>(conninfo, options);
+  auto first = std::make_unique<postgres::Connection>(conninfo, options);
   const std::string where = first->where();
-  auto pending = std::make_shared<std::unique_ptr<Connection>>(std::move(first));
+  auto pending = std::make_shared<std::unique_ptr<postgres::Connection>>(std::move(first));
   return std::make_unique<SqlStore>(
       [conninfo, options, pending]() -> std::unique_ptr<SqlSession> {
         if (*pending) {
           return std::move(*pending);  // the connection that named the server above
         }
-        return std::make_unique<Connection>(conninfo, options);
+        return std::make_unique<postgres::Connection>(conninfo, options);
       },
-      where, kMigrationLock, /*one_writer_at_a_time=*/false);
+      where, postgres::kMigrationLock, /*one_writer_at_a_time=*/false);
 }
 
 }  // namespace zeus::bso

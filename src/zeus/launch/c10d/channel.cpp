@@ -3,17 +3,11 @@
 #include <fmt/format.h>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/overloaded.h"
 #include "zeus/launch/rendezvous_auth.h"
 
 namespace zeus::launch::c10d {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 constexpr std::string_view kToClient = "s2c";
 constexpr std::string_view kToServer = "c2s";

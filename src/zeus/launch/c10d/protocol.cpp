@@ -6,18 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/errors.h"
+#include "zeus/common/overloaded.h"
 
 namespace zeus::launch::c10d {
 namespace {
 
 using json = nlohmann::json;
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 std::string quote(std::string_view line) {
   return line.size() > 120 ? fmt::format("'{}...'", line.substr(0, 120))

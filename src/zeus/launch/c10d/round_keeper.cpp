@@ -6,6 +6,7 @@
 
 #include "zeus/common/errors.h"
 #include "zeus/common/logging.h"
+#include "zeus/common/overloaded.h"
 #include "zeus/launch/round_rules.h"
 
 namespace zeus::launch::c10d {
@@ -14,13 +15,6 @@ namespace {
 double seconds(std::chrono::milliseconds d) {
   return std::chrono::duration<double>(d).count();
 }
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 }  // namespace
 
