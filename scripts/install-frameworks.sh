@@ -37,6 +37,8 @@ if [[ -z "$python" || -z "$target" ]]; then
   echo "install-frameworks: give --python PY and --target DIR (try --help)" >&2
   exit 2
 fi
+# Absolute, as the modules' __file__ that the check below compares with it.
+target=$(realpath -m -- "$target")
 "$python" -c 'import torch' 2>/dev/null || {
   echo "install-frameworks: '$python' has no torch; the frameworks need the environment's own" >&2
   exit 1
